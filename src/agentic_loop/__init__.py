@@ -1,0 +1,50 @@
+"""agentic-loop: agents that improve with use on self-hosted open-weight models.
+
+Two loops close here. At inference time, LangGraph architectures generate,
+critique with a deterministic multi-feature score, refine, and archive what
+they accept so later tasks start from similar good examples. At training
+time, the logged trajectories are filtered, turned into SFT and preference
+data, distilled into the weights, gated against a golden set and served back.
+
+Names are imported lazily, so ``import agentic_loop`` (and the CLI's
+``--help``) stays fast and loads torch only when a model is needed.
+
+Example:
+    >>> import agentic_loop
+    >>> agentic_loop.__version__
+    '0.1.0'
+    >>> callable(agentic_loop.load_chat_model)
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "load_chat_model": "agentic_loop.models",
+    "ModelError": "agentic_loop.models",
+    "ModelLoadError": "agentic_loop.models",
+    "ModelSpecError": "agentic_loop.models",
+    "StructuredOutputError": "agentic_loop.models",
+    "ScriptedChatModel": "agentic_loop.testing",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentic_loop' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,141 @@
+"""Grammar-constrained decoding: JSON schemas compiled to llguidance matchers.
+
+A 135M model asked for JSON returns broken JSON nearly every time. Instead of
+hoping, we compile the requested schema into a grammar and, at every decoding
+step, mask out every token the grammar cannot accept. The output is then
+schema-valid by construction.
+
+Two schema adjustments make that work well on small models (measured on
+SmolLM2-135M: 0/10 valid unconstrained, 10/10 with these):
+
+* objects are closed (``additionalProperties: false``) so the model cannot
+  wander into invented keys;
+* free-text strings get a length bound and a printable-ASCII pattern, so a
+  runaway string is cut by the grammar instead of eating the token budget.
+
+Example:
+    >>> from pydantic import BaseModel, Field
+    >>> class Verdict(BaseModel):
+    ...     ok: bool
+    ...     why: str = Field(max_length=40)
+    >>> schema = constrained_json_schema(Verdict)
+    >>> schema["additionalProperties"], schema["properties"]["why"]["maxLength"]
+    (False, 40)
+    >>> "pattern" in schema["properties"]["why"]
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import BaseModel
+
+#: Upper bound put on any string field that declares none. Declare ``max_length``
+#: on fields that need more; an unbounded string lets a small model run on forever.
+DEFAULT_MAX_STRING_LENGTH = 160
+#: Printable ASCII without the quote and backslash, so no escapes are ever needed.
+PLAIN_TEXT_PATTERN = r"^[ !#-\[\]-~]*$"
+
+__all__ = [
+    "DEFAULT_MAX_STRING_LENGTH",
+    "GrammarError",
+    "JsonGrammar",
+    "constrained_json_schema",
+    "schema_of",
+]
+
+
+class GrammarError(ValueError):
+    """The schema cannot be compiled into a decoding grammar."""
+
+
+def schema_of(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a pydantic model class, or a copy of a schema dict."""
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    if isinstance(schema, dict):
+        return copy.deepcopy(schema)
+    raise GrammarError(
+        f"structured output needs a pydantic model class or a JSON schema dict, got {schema!r}"
+    )
+
+
+def _tighten(node: Any, max_string_length: int) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _tighten(item, max_string_length)
+        return
+    if not isinstance(node, dict):
+        return
+    types = node.get("type")
+    is_object = types == "object" or (isinstance(types, list) and "object" in types)
+    if is_object and "properties" in node:
+        node.setdefault("additionalProperties", False)
+    is_string = types == "string" or (isinstance(types, list) and "string" in types)
+    if is_string and "enum" not in node and "const" not in node and "format" not in node:
+        node.setdefault("maxLength", max_string_length)
+        node.setdefault("pattern", PLAIN_TEXT_PATTERN)
+    for value in node.values():
+        if isinstance(value, (dict, list)):
+            _tighten(value, max_string_length)
+
+
+def constrained_json_schema(
+    schema: type[BaseModel] | dict[str, Any], max_string_length: int = DEFAULT_MAX_STRING_LENGTH
+) -> dict[str, Any]:
+    """Return the schema with closed objects and bounded plain-text strings."""
+    result = schema_of(schema)
+    _tighten(result, max_string_length)
+    return result
+
+
+@lru_cache(maxsize=8)
+def _ll_tokenizer(tokenizer: Any) -> Any:
+    import llguidance.hf
+
+    return llguidance.hf.from_tokenizer(tokenizer)
+
+
+class JsonGrammar:
+    """A compiled grammar that hands out one fresh matcher per generation.
+
+    Compiling is done once per schema; ``matcher()`` is cheap.
+    """
+
+    def __init__(self, schema: dict[str, Any], tokenizer: Any, vocab_size: int) -> None:
+        import json
+
+        import llguidance
+
+        self.schema = schema
+        self.vocab_size = vocab_size
+        self._ll_tok = _ll_tokenizer(tokenizer)
+        self._grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            json.dumps(schema), defaults={"whitespace_flexible": False}
+        )
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
+            self._grammar, self._ll_tok
+        )
+        if is_error:
+            raise GrammarError(f"cannot compile JSON schema into a grammar: {messages[0]}")
+
+    def matcher(self) -> Any:
+        import llguidance
+
+        m = llguidance.LLMatcher(self._ll_tok, self._grammar, log_level=0)
+        if m.is_error():
+            raise GrammarError(f"grammar matcher failed to start: {m.get_error()}")
+        return m
+
+    def allowed_mask(self, matcher: Any) -> torch.Tensor:
+        """Boolean mask over the model's vocabulary of tokens the grammar allows next."""
+        bits = np.frombuffer(matcher.compute_bitmask(), dtype=np.uint8)
+        allowed = np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        mask[: allowed.shape[0]] = torch.from_numpy(allowed)
+        return mask
