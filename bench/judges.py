@@ -1,0 +1,149 @@
+"""Benchmark the judges: score spread on real drafts, and the sandbox's cost.
+
+1. **Spread.** The embedded model drafts taglines for a few briefs; each
+   draft is judged by the copywriting rubric through the :class:`Critic` and by
+   the single-score :class:`LLMJudge` baseline. We report, per judge, the
+   standard deviation and the number of distinct scores (both scaled to the
+   judge's range, so 0-10 and 1-10 compare), the ratio composite / baseline,
+   how often each LLM boolean said True (a judge saying True to everything
+   adds no information), and how the checks-only score compares. Spread
+   alone is not quality (random scores spread too), so we also report each
+   judge's AUC at ranking drafts that pass every check above those that do
+   not: 0.5 is chance, 1.0 is perfect agreement with the checks.
+2. **Sandbox.** Wall time of :func:`run_python_tests` on a trivial solution,
+   as a ratio to a bare ``python -I -c pass`` measured in the same run.
+
+Numbers are ratios against baselines from the same run (this machine is
+shared and noisy); nothing here asserts on time.
+
+    python bench/judges.py            # writes bench/results/judges.json
+    python bench/judges.py --quick    # fewer drafts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.progress import track
+
+RESULTS = Path(__file__).parent / "results" / "judges.json"
+BRIEFS = [
+    "Write a tagline for an independent bookstore in 4 to 12 words.",
+    "Write a tagline for a neighbourhood bakery in 4 to 12 words.",
+    "Write a tagline for a bicycle repair shop in 4 to 12 words.",
+    "Write a tagline for a quiet seaside hotel in 4 to 12 words.",
+]
+
+
+def _scaled(values: list[float], lo: float, hi: float) -> dict[str, float]:
+    scaled = [(v - lo) / (hi - lo) for v in values]
+    return {"std": statistics.pstdev(scaled), "distinct": len(set(values)),
+            "mean": statistics.fmean(scaled)}
+
+
+def _auc(scores: list[float], labels: list[bool]) -> float | None:
+    """P(score of a passing draft > score of a failing one), ties count half."""
+    pos = [s for s, y in zip(scores, labels) if y]
+    neg = [s for s, y in zip(scores, labels) if not y]
+    if not pos or not neg:
+        return None
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def bench_spread(per_brief: int) -> dict[str, Any]:
+    from agentic_loop.judges import Critic, LLMJudge, copywriting_rubric, spread_report
+    from agentic_loop.models import load_chat_model
+
+    llm = load_chat_model("local", temperature=1.0, max_tokens=32)
+    rubric = copywriting_rubric(word_range=(4, 12))
+    pairs: list[tuple[str, str]] = []
+    for brief in track(BRIEFS, description="drafting"):
+        drafts = llm.batch([brief] * per_brief, temperature=1.0, max_tokens=32)
+        pairs += [(brief, d.content.strip()) for d in drafts]
+    started = time.perf_counter()
+    critiques = Critic(llm, rubric).batch(pairs)
+    critic_s = time.perf_counter() - started
+    started = time.perf_counter()
+    baseline = LLMJudge(llm).batch(pairs)
+    judge_s = time.perf_counter() - started
+    report = spread_report(critiques, baseline=[j.score for j in baseline])
+    print(report)
+
+    composite = _scaled([c.score for c in critiques], 0, 10)
+    checks_only = report.checks_only
+    judge = _scaled([float(j.score) for j in baseline], 1, 10)
+    overall = _scaled([float(c.overall_score or 1) for c in critiques], 1, 10)
+    share_true = {
+        f.name: sum(bool(c.values[f.name]) for c in critiques) / len(critiques)
+        for f in rubric.llm_features
+    }
+    passed = [c.passed for c in critiques]
+    llm_only = [
+        sum(f.points for f in c.evaluation.features if f.source == "llm") for c in critiques
+    ]
+    return {
+        "n_outputs": len(pairs),
+        "n_distinct_outputs": len({o for _, o in pairs}),
+        "auc_vs_checks_passed": {
+            "llm_judge_baseline": _auc([float(j.score) for j in baseline], passed),
+            "critic_overall_score": _auc([float(c.overall_score or 1) for c in critiques], passed),
+            "critic_llm_features_only": _auc(llm_only, passed),
+        },
+        "composite": composite,
+        "checks_only": None if checks_only is None else {
+            "std": checks_only.std / 10, "distinct": checks_only.distinct},
+        "critic_overall_score": overall,
+        "llm_judge_baseline": judge,
+        "std_ratio_composite_vs_baseline": composite["std"] / judge["std"] if judge["std"] else None,
+        "distinct_ratio_composite_vs_baseline": composite["distinct"] / judge["distinct"],
+        "llm_feature_share_true": share_true,
+        "checks_pass_rate": sum(c.passed for c in critiques) / len(critiques),
+        "seconds_per_critique_vs_per_baseline_judgement": critic_s / judge_s if judge_s else None,
+    }
+
+
+def bench_sandbox(runs: int) -> dict[str, Any]:
+    from agentic_loop.judges.sandbox import isolation_mode, run_python_tests
+
+    def timed(fn: Any) -> float:
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    bare = timed(lambda: subprocess.run([sys.executable, "-I", "-c", "pass"], check=True))
+    sandboxed = timed(lambda: run_python_tests("def f():\n    return 1", ["assert f() == 1"] * 5))
+    return {"isolation": isolation_mode(), "bare_python_s": bare, "sandbox_run_s": sandboxed,
+            "ratio_sandbox_vs_bare_python": sandboxed / bare}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 drafts per brief, 5 sandbox runs")
+    args = parser.parse_args()
+    results = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": platform.platform(),
+        "sandbox": bench_sandbox(5 if args.quick else 20),
+        "spread": bench_spread(2 if args.quick else 4),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Judges: deterministic multi-feature scores, programmatic checks, composite reward.
+
+A single LLM "score 1-10" comes back flat. Here the LLM commits only to a few
+independent features through a typed schema, Python computes everything it
+can (word counts, forbidden words, JSON validity, exact answers, unit tests
+in a sandbox), and Python composes the deciding score, feature by feature.
+
+Example:
+    >>> from agentic_loop.judges import Rubric
+    >>> rubric = Rubric.for_constraints(word_count=(3, 6), exclude_words=["we", "our"])
+    >>> ev = rubric.evaluate("Write a tagline for a bookshop.", "Stories waiting on every shelf")
+    >>> ev.score, ev.passed
+    (10.0, True)
+"""
+
+from agentic_loop.judges.checks import extract_code
+from agentic_loop.judges.constraints import (
+    CONSTRAINT_KEYWORDS,
+    constraint_feature,
+    constraints_to_text,
+)
+from agentic_loop.judges.critic import Critic, CriticError, Critique
+from agentic_loop.judges.evaluation import Evaluation, FailedCheck, FeatureResult
+from agentic_loop.judges.features import CheckResult, Feature
+from agentic_loop.judges.lexicon import CLICHES
+from agentic_loop.judges.llm_judge import Judgement, LLMJudge
+from agentic_loop.judges.reward import RewardWeights, composite_reward
+from agentic_loop.judges.rubric import Rubric
+from agentic_loop.judges.rubrics import (
+    code_rubric,
+    copywriting_rubric,
+    instruction_rubric,
+    math_rubric,
+)
+from agentic_loop.judges.sandbox import SandboxResult, run_python_tests
+from agentic_loop.judges.spread import SpreadReport, spread_report
+from agentic_loop.judges.structured import JudgeError
+
+__all__ = [
+    "CLICHES",
+    "CONSTRAINT_KEYWORDS",
+    "CheckResult",
+    "Critic",
+    "CriticError",
+    "Critique",
+    "Evaluation",
+    "FailedCheck",
+    "Feature",
+    "FeatureResult",
+    "JudgeError",
+    "Judgement",
+    "LLMJudge",
+    "RewardWeights",
+    "Rubric",
+    "SandboxResult",
+    "SpreadReport",
+    "code_rubric",
+    "composite_reward",
+    "constraint_feature",
+    "constraints_to_text",
+    "copywriting_rubric",
+    "extract_code",
+    "instruction_rubric",
+    "math_rubric",
+    "run_python_tests",
+    "spread_report",
+]

@@ -1,0 +1,246 @@
+"""The critique node: the LLM commits to a few features, Python decides the score.
+
+A :class:`Critic` builds a pydantic schema holding exactly the rubric's LLM
+features (a ``bool`` per yes/no feature, a bounded ``int`` per count
+feature), plus ``critique`` (one short paragraph of advice) and
+``overall_score`` (the model's own 1-10 grade, kept *only* to compare with
+the composite in :func:`~agentic_loop.judges.spread.spread_report`; it never
+enters the score). Check features are computed in Python and are never
+asked of the model; their measured facts are shown to it so the critique
+text can build on them.
+
+With no LLM features and ``critique_text=False`` the critic makes no model
+call at all: the evaluation is pure Python.
+
+Example:
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> from agentic_loop.judges.features import Feature
+    >>> from agentic_loop.judges.rubric import Rubric
+    >>> rubric = Rubric.for_constraints(exact_words=3,
+    ...                                 features=[Feature("vivid", "Uses concrete imagery.")])
+    >>> fake = ScriptedChatModel(structured={"RubricJudgement": [
+    ...     {"vivid": True, "critique": "Name the smell of paper.", "overall_score": 9}]})
+    >>> c = Critic(fake, rubric).critique("Tagline for a bookshop, 3 words.", "Books for you")
+    >>> c.score, c.values, c.overall_score, c.attempts
+    (10.0, {'exact_words': 3, 'vivid': True}, 9, 1)
+    >>> sorted(Critic(fake, rubric).schema.model_fields)
+    ['critique', 'overall_score', 'vivid']
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Literal, overload
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from agentic_loop.judges.evaluation import Evaluation
+from agentic_loop.judges.features import CheckResult, FeatureValue
+from agentic_loop.judges.rubric import Rubric
+from agentic_loop.judges.structured import (
+    JudgeError,
+    ainvoke_structured,
+    batch_structured,
+    invoke_structured,
+)
+
+__all__ = ["CRITIQUE_MAX_CHARS", "Critic", "CriticError", "Critique"]
+
+#: Longest critique text the schema accepts (keeps small models from rambling).
+CRITIQUE_MAX_CHARS = 300
+
+_SYSTEM = (
+    "You are a strict, literal reviewer. Judge only what the OUTPUT actually contains, "
+    "against the TASK. A yes/no field is true only if the output clearly satisfies it; "
+    "when in doubt, answer false. A count field is the exact number of items asked for."
+)
+
+
+class CriticError(JudgeError):
+    """The critic's model gave no valid judgement within its retries."""
+
+
+class Critique(BaseModel):
+    """A critic's verdict: the evaluation (deciding score) plus the model's own words."""
+
+    model_config = ConfigDict(frozen=True)
+
+    evaluation: Evaluation
+    critique: str | None = None
+    overall_score: int | None = None
+    attempts: int = 0
+
+    @property
+    def score(self) -> float:
+        """The composite 0-10 score (never the model's ``overall_score``)."""
+        return self.evaluation.score
+
+    @property
+    def values(self) -> dict[str, FeatureValue]:
+        """Feature name -> value."""
+        return self.evaluation.values
+
+    @property
+    def passed(self) -> bool:
+        """True when every check feature holds."""
+        return self.evaluation.passed
+
+    @property
+    def feedback(self) -> str:
+        """What a refine step should fix: failed checks, weak LLM features, the critique."""
+        parts = [self.evaluation.feedback] if self.evaluation.feedback else []
+        weak = [f for f in self.evaluation.features if f.source == "llm" and f.credit < 1.0]
+        if weak:
+            parts.append("Improve these qualities:\n" + "\n".join(f"- {f.hint}" for f in weak))
+        if self.critique and self.critique.strip():
+            parts.append("Reviewer's advice: " + self.critique.strip())
+        return "\n".join(parts)
+
+
+class Critic:
+    """Judge outputs with a rubric: LLM features through a typed schema, checks in Python.
+
+    Args:
+        llm: any LangChain chat model supporting ``with_structured_output``.
+        rubric: the features and weights that decide the score.
+        max_retries: extra attempts after an invalid answer or a model error;
+            then :class:`CriticError` is raised.
+        critique_text: ask for a short critique paragraph. When False and the
+            rubric has no LLM features, no model call is made at all.
+    """
+
+    #: The schema's class name (what ``ScriptedChatModel(structured=...)`` keys on).
+    SCHEMA_NAME = "RubricJudgement"
+
+    def __init__(self, llm: BaseChatModel, rubric: Rubric, *, max_retries: int = 2,
+                 critique_text: bool = True) -> None:
+        if not isinstance(rubric, Rubric):
+            raise TypeError(f"Critic needs a Rubric, got {type(rubric).__name__}.")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}.")
+        self.llm = llm
+        self.rubric = rubric
+        self.max_retries = max_retries
+        self.critique_text = critique_text
+        self.schema: type[BaseModel] | None = (
+            self._build_schema() if rubric.llm_features or critique_text else None
+        )
+
+    def _build_schema(self) -> type[BaseModel]:
+        fields: dict[str, Any] = {}
+        for f in self.rubric.llm_features:
+            if f.kind == "bool":
+                fields[f.name] = (bool, Field(description=f.description))
+            else:
+                fields[f.name] = (int, Field(ge=0, le=f.count_limit, description=f.description))
+        if self.critique_text:
+            fields["critique"] = (str, Field(
+                max_length=CRITIQUE_MAX_CHARS,
+                description="The single most useful fix, in one or two sentences.",
+            ))
+        fields["overall_score"] = (int, Field(
+            ge=1, le=10, description="Your overall grade of the output from 1 (bad) to 10."))
+        return create_model(  # type: ignore[call-overload,no-any-return]
+            self.SCHEMA_NAME,
+            __config__=ConfigDict(extra="forbid"),
+            __doc__=f"Judgement of an output against rubric {self.rubric.name!r}.",
+            **fields,
+        )
+
+    def messages(self, task: str, output: str,
+                 check_results: dict[str, CheckResult]) -> list[BaseMessage]:
+        """The judge prompt: task, output, the fields to answer and the measured facts."""
+        assert self.schema is not None
+        lines = []
+        for f in self.rubric.llm_features:
+            kind = "true/false" if f.kind == "bool" else f"count, 0-{f.count_limit}"
+            lines.append(f"- {f.name} ({kind}): {f.description}")
+        if self.critique_text:
+            lines.append(f"- critique (at most {CRITIQUE_MAX_CHARS} characters): the single most "
+                         "useful fix.")
+        lines.append("- overall_score (1-10): your overall grade.")
+        parts = [f"TASK:\n{task}", f"OUTPUT:\n{output}", "Answer these fields:\n" + "\n".join(lines)]
+        if check_results:
+            facts = []
+            for f in self.rubric.check_features:
+                result = check_results[f.name]
+                status = "OK" if f.credit(result.value) >= 1.0 else "NOT MET"
+                detail = f" ({result.detail})" if result.detail else ""
+                facts.append(f"- {f.description} -> {status}{detail}")
+            parts.append("Facts measured by code (already decided; use them in the critique):\n"
+                         + "\n".join(facts))
+        return [SystemMessage(_SYSTEM), HumanMessage("\n\n".join(parts))]
+
+    def _finish(self, check_results: dict[str, CheckResult], answer: BaseModel | None,
+                attempts: int) -> Critique:
+        if answer is None:
+            return Critique(evaluation=self.rubric.compose(check_results), attempts=0)
+        data = answer.model_dump()
+        llm_values = {f.name: data[f.name] for f in self.rubric.llm_features}
+        return Critique(
+            evaluation=self.rubric.compose(check_results, llm_values),
+            critique=data.get("critique"),
+            overall_score=data["overall_score"],
+            attempts=attempts,
+        )
+
+    def critique(self, task: str, output: str) -> Critique:
+        """Judge ``output`` for ``task``; raises :class:`CriticError` after the retries."""
+        check_results = self.rubric.run_checks(task, output)
+        if self.schema is None:
+            return self._finish(check_results, None, 0)
+        answer, attempts = invoke_structured(
+            self.llm, self.schema, self.messages(task, output, check_results),
+            max_retries=self.max_retries, what=f"Critic[{self.rubric.name}]",
+            error_cls=CriticError,
+        )
+        return self._finish(check_results, answer, attempts)
+
+    async def acritique(self, task: str, output: str) -> Critique:
+        """Async :meth:`critique`; checks (which may run a sandbox) run in a worker thread."""
+        check_results = await asyncio.to_thread(self.rubric.run_checks, task, output)
+        if self.schema is None:
+            return self._finish(check_results, None, 0)
+        answer, attempts = await ainvoke_structured(
+            self.llm, self.schema, self.messages(task, output, check_results),
+            max_retries=self.max_retries, what=f"Critic[{self.rubric.name}]",
+            error_cls=CriticError,
+        )
+        return self._finish(check_results, answer, attempts)
+
+    @overload
+    def batch(self, items: Sequence[tuple[str, str]], *,
+              return_exceptions: Literal[False] = False) -> list[Critique]: ...
+
+    @overload
+    def batch(self, items: Sequence[tuple[str, str]], *,
+              return_exceptions: Literal[True]) -> list[Critique | CriticError]: ...
+
+    def batch(self, items: Sequence[tuple[str, str]], *,
+              return_exceptions: bool = False) -> list[Critique] | list[Critique | CriticError]:
+        """Judge many ``(task, output)`` pairs, sending the model one batch per retry round.
+
+        With ``return_exceptions=False`` the first item that stays invalid
+        raises its :class:`CriticError`; with True it takes that item's place
+        in the returned list and the other critiques are kept.
+        """
+        all_checks = [self.rubric.run_checks(task, output) for task, output in items]
+        if self.schema is None:
+            return [self._finish(checks, None, 0) for checks in all_checks]
+        prompts = [self.messages(task, output, checks)
+                   for (task, output), checks in zip(items, all_checks)]
+        answers = batch_structured(self.llm, self.schema, prompts, max_retries=self.max_retries,
+                                   what=f"Critic[{self.rubric.name}]", error_cls=CriticError)
+        out: list[Critique | CriticError] = []
+        for checks, answer in zip(all_checks, answers):
+            if isinstance(answer, JudgeError):
+                if not return_exceptions:
+                    raise answer
+                assert isinstance(answer, CriticError)
+                out.append(answer)
+            else:
+                out.append(self._finish(checks, answer[0], answer[1]))
+        return out
