@@ -32,6 +32,17 @@ _EXPORTS: dict[str, str] = {
     "ModelSpecError": "agentic_loop.models",
     "StructuredOutputError": "agentic_loop.models",
     "ScriptedChatModel": "agentic_loop.testing",
+    **{name: "agentic_loop.judges" for name in (
+        "Feature", "Rubric", "Evaluation", "Critic", "Critique", "CriticError", "LLMJudge",
+        "composite_reward", "RewardWeights", "spread_report", "copywriting_rubric",
+        "instruction_rubric", "math_rubric", "code_rubric", "run_python_tests")},
+    **{name: "agentic_loop.memory" for name in (
+        "Archive", "ArchiveEntry", "Embedder", "ReflexionMemory", "ArchiveStore")},
+    **{name: "agentic_loop.architectures" for name in (
+        "Reflection", "ArchiveRefine", "RLHFSelfImprovement", "Reflexion", "RunResult",
+        "TaskError", "create_reflection_graph", "create_archive_refine_graph",
+        "create_reflexion_graph")},
+    **{name: "agentic_loop.trajectories" for name in ("Trajectory", "TrajectoryLog")},
 }
 
 __all__ = ["__version__", *_EXPORTS]

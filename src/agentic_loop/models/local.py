@@ -106,11 +106,18 @@ def loaded_engine(
             )
         if dev == "cpu":
             torch.set_num_threads(default_num_threads())
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a 1-second load needs no progress bar
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
         except Exception as exc:
             raise ModelLoadError(f"could not load the model in {path}: {exc}") from exc
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         model.to(dev).eval()
         if tokenizer.chat_template is None:
             raise ModelLoadError(

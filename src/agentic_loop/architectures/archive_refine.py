@@ -1,0 +1,106 @@
+"""ArchiveRefine: Self-Refine whose accepted outputs teach later runs.
+
+``retrieve`` puts the top-K archived outputs of the most *similar* tasks in
+the generation prompt (with an instruction to vary the structure, against
+mode collapse); ``critique``/``refine`` loop as in Reflection; ``finalize``
+archives the best draft when it is accepted: its composite score reaches
+``target_score`` and every check holds.
+The archive is on disk, so quality compounds across runs and processes.
+(Known in the seed walkthrough as "RLHF-style self-improvement", which it is
+not: no reward model is trained. ``RLHFSelfImprovement`` is kept as an alias.)
+
+Example:
+    >>> import tempfile
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> from agentic_loop.judges import Rubric
+    >>> from agentic_loop.memory import Archive, HashingEmbedder
+    >>> archive = Archive(tempfile.mkdtemp(), embedder=HashingEmbedder())
+    >>> llm = ScriptedChatModel(default="Stories on every shelf")
+    >>> arch = ArchiveRefine(llm, rubric=Rubric.for_constraints(word_count=(3, 6)),
+    ...                      archive=archive)
+    >>> arch.run("Tagline for a bookstore.").archived, len(archive)
+    (True, 1)
+    >>> arch.run("Tagline for a bookshop.").exemplar_ids == [archive.entries()[0].id]
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from agentic_loop.architectures.base import Architecture
+from agentic_loop.architectures.state import LoopState
+from agentic_loop.memory import Archive
+
+__all__ = ["ArchiveRefine", "RLHFSelfImprovement", "create_archive_refine_graph"]
+
+
+class ArchiveRefine(Architecture):
+    """Generate from similar archived exemplars, critique, refine, archive the accepted.
+
+    Args (beyond :class:`Architecture`):
+        archive: an :class:`~agentic_loop.memory.Archive` or a path to one.
+        k: exemplars put in the prompt.
+        min_similarity: ignore archived tasks less similar than this (cosine).
+        mmr: MMR lambda for varied exemplars (``None``: pure similarity).
+        archive_namespace: namespace used when ``archive`` is a path.
+    """
+
+    name = "archive_refine"
+
+    def __init__(self, llm: BaseChatModel | str, rubric: Any = None, *,
+                 archive: Archive | str = "data/archive", k: int = 3,
+                 min_similarity: float | None = 0.2, mmr: float | None = 0.7,
+                 archive_namespace: str | None = None, **kwargs: Any) -> None:
+        super().__init__(llm, rubric, **kwargs)
+        self.archive = archive if isinstance(archive, Archive) else Archive(
+            archive, namespace=archive_namespace)
+        self.k = k
+        self.min_similarity = min_similarity
+        self.mmr = mmr
+
+    def _prelude(self, graph: StateGraph) -> str | None:
+        self._add(graph, "retrieve", self._retrieve)
+        return "retrieve"
+
+    @property
+    def recursion_limit(self) -> int:
+        return super().recursion_limit + 1
+
+    def _retrieve(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        update = self._start(state)
+        if len(self.archive) == 0:
+            return {**update, "exemplars": []}
+        hits = self.archive.search(state["task"], k=self.k, min_score=self.min_similarity,
+                                   mmr=self.mmr)
+        update["exemplars"] = [{"id": h.entry.id, "task": h.entry.task, "output": h.entry.output,
+                                "score": h.entry.score, "similarity": round(h.similarity, 4)}
+                               for h in hits]
+        return update
+
+    def _on_finalize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        final = state["final"]
+        if not self.accepts(final):
+            return {"archived": False}
+        result = self.archive.add(
+            state["task"], final["draft"], score=final["score"], features=final["features"],
+            iterations=len(state.get("rounds", [])), model_id=self.model_id,
+            trajectory_id=state.get("run_id"),
+            metadata={"architecture": self.name, "passed": bool(final.get("passed"))})
+        return {"archived": result.status != "duplicate"}
+
+
+RLHFSelfImprovement = ArchiveRefine
+
+
+def create_archive_refine_graph(llm: BaseChatModel | str, *, archive: Archive | str = "data/archive",
+                                checkpointer: Any = None, store: Any = None,
+                                name: str | None = None, **kwargs: Any) -> CompiledStateGraph:
+    """A compiled ArchiveRefine graph for apps that compose graphs (input: ``{"task": ...}``)."""
+    return ArchiveRefine(llm, archive=archive, checkpointer=checkpointer, store=store,
+                         graph_name=name, **kwargs).build()

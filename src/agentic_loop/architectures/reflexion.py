@@ -1,0 +1,148 @@
+"""Reflexion: attempt -> evaluate -> reflect on the failure -> retry with the lesson.
+
+Verifiable checks run first; the LLM judge is asked only about attempts that
+pass them (a failed check already decides the attempt, and the judge's call
+is saved). A failed attempt gets a short structured reflection (root cause,
+correction, lesson), stored in :class:`~agentic_loop.memory.ReflexionMemory`;
+the next attempt, and later runs on similar tasks, see those lessons.
+
+Example:
+    >>> import tempfile
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> from agentic_loop.judges import Rubric
+    >>> from agentic_loop.memory import ReflexionMemory, HashingEmbedder
+    >>> memory = ReflexionMemory(tempfile.mkdtemp(), embedder=HashingEmbedder())
+    >>> llm = ScriptedChatModel(responses=["We sell books", "Stories on every shelf"],
+    ...     structured={"ReflectionNote": [{"root_cause": "used we", "correction": "drop we",
+    ...                                     "lesson": "Never address the reader as we."}]})
+    >>> arch = Reflexion(llm, rubric=Rubric.for_constraints(exclude_words=["we"]), memory=memory)
+    >>> result = arch.run("Tagline for a bookstore without 'we'.")
+    >>> result.output, result.iterations, len(memory)
+    ('Stories on every shelf', 2, 1)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentic_loop.architectures.base import Architecture, _round
+from agentic_loop.architectures.prompts import generate_messages, reflect_messages
+from agentic_loop.architectures.state import LoopState
+from agentic_loop.judges import Critique
+from agentic_loop.memory import ReflexionMemory
+
+__all__ = ["ReflectionNote", "Reflexion", "create_reflexion_graph"]
+
+
+class ReflectionNote(BaseModel):
+    """What the model concludes about a failed attempt."""
+
+    model_config = ConfigDict(extra="forbid")
+    root_cause: str = Field(max_length=160, description="Why the attempt failed.")
+    correction: str = Field(max_length=160, description="What to do differently.")
+    lesson: str = Field(max_length=200, description="One sentence to remember next time.")
+
+
+class Reflexion(Architecture):
+    """Retry with verbal reflections. ``max_iterations`` is the number of trials.
+
+    Args (beyond :class:`Architecture`):
+        memory: a :class:`~agentic_loop.memory.ReflexionMemory` or a path to one.
+        k: reflections recalled for a task.
+        min_similarity: ignore reflections on tasks less similar than this.
+    """
+
+    name = "reflexion"
+
+    def __init__(self, llm: BaseChatModel | str, rubric: Any = None, *,
+                 memory: ReflexionMemory | str = "data/reflections", k: int = 3,
+                 min_similarity: float | None = 0.3, **kwargs: Any) -> None:
+        super().__init__(llm, rubric, **kwargs)
+        self.memory = memory if isinstance(memory, ReflexionMemory) else ReflexionMemory(memory)
+        self.k = k
+        self.min_similarity = min_similarity
+
+    def _define(self, graph: StateGraph) -> None:
+        self._add(graph, "recall", self._recall)
+        self._add(graph, "attempt", self._attempt)
+        self._add(graph, "evaluate", self._evaluate)
+        self._add(graph, "reflect", self._reflect)
+        self._add(graph, "finalize", self._finalize)
+        graph.set_entry_point("recall")
+        graph.add_edge("recall", "attempt")
+        graph.add_edge("attempt", "evaluate")
+        graph.add_conditional_edges("evaluate", self._route,
+                                    {"refine": "reflect", "finalize": "finalize"})
+        graph.add_edge("reflect", "attempt")
+        graph.add_edge("finalize", END)
+
+    def stop_reason(self, state: LoopState) -> str | None:
+        rounds = state.get("rounds", [])
+        if rounds and not state.get("errors"):
+            last = rounds[-1]
+            if self.accepts(last):
+                return "target"
+            return "max_iterations" if len(rounds) >= self.max_iterations else None
+        return super().stop_reason(state)
+
+    def _recall(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        update = self._start(state)
+        if len(self.memory) == 0:
+            return {**update, "reflections": []}
+        hits = self.memory.search(state["task"], k=self.k, min_score=self.min_similarity)
+        update["reflections"] = [{"id": h.entry.id, "task": h.entry.task,
+                                  "reflection": h.entry.reflection} for h in hits]
+        return update
+
+    def _attempt(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        task = state["task"]
+        iteration = len(state.get("rounds", []))
+        messages = generate_messages(task, self.requirements(task, config),
+                                     reflections=state.get("reflections", ()))
+        return {"draft": self._call(messages, config, iteration), "iteration": iteration}
+
+    def _evaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        task, draft = state["task"], state["draft"]
+        started = time.perf_counter()
+        rubric = self.rubric_for(task, config)
+        checks = rubric.run_checks(task, draft)
+        verdict = rubric.compose(checks, {f.name: False for f in rubric.llm_features}) \
+            if rubric.llm_features else rubric.compose(checks)
+        if verdict.passed and (rubric.llm_features or self.critique_text):
+            critique = self.critic_for(rubric).critique(task, draft)
+        else:  # a failed check decides the attempt; the judge is not asked
+            critique = Critique(evaluation=verdict)
+        return {"rounds": [_round(state.get("iteration", 0), draft, critique,
+                                  time.perf_counter() - started)]}
+
+    def _reflect(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        task, last = state["task"], state["rounds"][-1]
+        failure = last.get("feedback") or f"It scored {last['score']:.1f}/10."
+        note = self.llm.with_structured_output(ReflectionNote).invoke(
+            reflect_messages(task, last["draft"], failure))
+        stored = self.memory.add(
+            task, note.lesson, failure_summary=failure, outcome="failed",
+            trial=last["iteration"],
+            metadata={"root_cause": note.root_cause, "correction": note.correction,
+                      "score": last["score"], "run_id": state.get("run_id")})
+        fresh = {"id": stored.entry.id, "task": task, "reflection": note.lesson}
+        return {"reflections": [fresh, *state.get("reflections", [])][: self.k + 1]}
+
+    @property
+    def recursion_limit(self) -> int:
+        return 3 * self.max_iterations + 6
+
+
+def create_reflexion_graph(llm: BaseChatModel | str, *, memory: ReflexionMemory | str = "data/reflections",
+                           checkpointer: Any = None, store: Any = None, name: str | None = None,
+                           **kwargs: Any) -> CompiledStateGraph:
+    """A compiled Reflexion graph for apps that compose graphs (input: ``{"task": ...}``)."""
+    return Reflexion(llm, memory=memory, checkpointer=checkpointer, store=store,
+                     graph_name=name, **kwargs).build()

@@ -1,0 +1,90 @@
+"""``agentic-loop archive show|stats|search|prune``: look into and tend an archive."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from agentic_loop.cli import app
+from agentic_loop.cli.common import console, fail
+
+archive_app = typer.Typer(help="Inspect and tend an archive of accepted outputs.",
+                          no_args_is_help=True)
+app.add_typer(archive_app, name="archive")
+
+ArchiveDir = Annotated[Path, typer.Option("--archive", help="Archive dir.")]
+Namespace = Annotated[Optional[str], typer.Option(help="Namespace inside the archive.")]
+
+
+def open_archive(path: Path, namespace: str | None):
+    from agentic_loop.memory import Archive, ArchiveError
+
+    if not path.exists():
+        fail(f"archive {path} does not exist; run `agentic-loop run --arch archive_refine` first "
+             "or pass --archive DIR")
+    try:
+        return Archive(path, namespace=namespace, show_progress=False)
+    except ArchiveError as exc:
+        fail(str(exc))
+
+
+@archive_app.command("show")
+def show(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+         limit: Annotated[int, typer.Option(min=1)] = 20) -> None:
+    """List the newest entries. Example: agentic-loop archive show --limit 5"""
+    store = open_archive(archive, namespace)
+    table = Table(title=f"{archive} ({len(store)} entries)")
+    for column in ("id", "created", "score", "task", "output"):
+        table.add_column(column, overflow="fold")
+    for e in sorted(store.entries(), key=lambda e: e.created_at, reverse=True)[:limit]:
+        table.add_row(e.id[:8], e.created_at.strftime("%Y-%m-%d %H:%M"),
+                      "-" if e.score is None else f"{e.score:.1f}", e.task[:60], e.output[:80])
+    console.print(table)
+
+
+@archive_app.command("stats")
+def stats(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+          plot: Annotated[Optional[Path], typer.Option(help="Write archive growth as PNG.")] = None
+          ) -> None:
+    """Count, score distribution, growth and drift. Example: agentic-loop archive stats --plot growth.png"""
+    store = open_archive(archive, namespace)
+    s = store.stats()
+    console.print_json(s.model_dump_json())
+    if plot is not None:
+        from agentic_loop.plots import plot_archive_growth
+
+        plot_archive_growth(store.entries(), plot)
+        console.print(f"wrote {plot}")
+
+
+@archive_app.command("search")
+def search(query: str, archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+           k: Annotated[int, typer.Option(min=1, max=100)] = 3) -> None:
+    """The entries whose tasks are most similar to QUERY. Example: agentic-loop archive search "museum tagline" """
+    store = open_archive(archive, namespace)
+    if len(store) == 0:
+        fail(f"archive {archive} is empty")
+    table = Table(title=f"top {k} for {query!r}")
+    for column in ("similarity", "score", "task", "output"):
+        table.add_column(column, overflow="fold")
+    for hit in store.search(query, k=k):
+        e = hit.entry
+        table.add_row(f"{hit.similarity:.3f}", "-" if e.score is None else f"{e.score:.1f}",
+                      e.task[:60], e.output[:100])
+    console.print(table)
+
+
+@archive_app.command("prune")
+def prune(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+          max_entries: Annotated[Optional[int], typer.Option(min=0)] = None,
+          min_score: Annotated[Optional[float], typer.Option(min=0, max=10)] = None,
+          older_than_days: Annotated[Optional[float], typer.Option(min=0)] = None) -> None:
+    """Drop low-scoring, old or surplus entries (atomic). Example: agentic-loop archive prune --min-score 7"""
+    store = open_archive(archive, namespace)
+    result = store.prune(max_entries=max_entries, min_score=min_score,
+                         older_than=timedelta(days=older_than_days) if older_than_days else None)
+    console.print(f"kept {result.kept}, removed {result.removed}")

@@ -1,0 +1,43 @@
+"""Long-term memory: the archive of accepted outputs and the Reflexion memory.
+
+Both are folders on disk (append-only JSONL plus a derived FAISS index),
+searched by task similarity, safe against crashes and shared between
+processes. :class:`ArchiveStore` exposes archives as a LangGraph store.
+
+Example:
+    >>> import tempfile
+    >>> from agentic_loop.memory import Archive, HashingEmbedder
+    >>> archive = Archive(tempfile.mkdtemp(), embedder=HashingEmbedder())
+    >>> archive.add("Tagline for a bookstore", "Stories wait on every shelf.", score=9).added
+    True
+    >>> archive.search("bookstore tagline", k=1)[0].entry.score
+    9.0
+"""
+
+from agentic_loop.memory.archive import Archive
+from agentic_loop.memory.collection import PruneResult
+from agentic_loop.memory.embeddings import Embedder, EmbedderError, HashingEmbedder, TextEmbedder
+from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError, EmbedderMismatchError
+from agentic_loop.memory.records import AddResult, ArchiveEntry, Reflection, SearchHit
+from agentic_loop.memory.reflexion import ReflexionMemory
+from agentic_loop.memory.stats import ArchiveStats
+from agentic_loop.memory.store import ArchiveStore
+
+__all__ = [
+    "AddResult",
+    "Archive",
+    "ArchiveCorruptedError",
+    "ArchiveEntry",
+    "ArchiveError",
+    "ArchiveStats",
+    "ArchiveStore",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderMismatchError",
+    "HashingEmbedder",
+    "PruneResult",
+    "Reflection",
+    "ReflexionMemory",
+    "SearchHit",
+    "TextEmbedder",
+]

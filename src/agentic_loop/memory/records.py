@@ -1,0 +1,197 @@
+"""The records memory stores, and what its operations return.
+
+Every record has an ``id``, timestamps and free ``metadata``, plus the text
+it is retrieved by (``task``). An :class:`ArchiveEntry` is an accepted
+output with its score and features; a :class:`Reflection` is a verbal
+lesson drawn from a failed attempt. Records are immutable: a change is a
+new version with the same ``id`` (see ``Archive.add(..., id=...)``).
+
+Example:
+    >>> entry = ArchiveEntry(task="Tagline for a bookstore", output="Stories wait on every shelf.",
+    ...                      score=8.5, features={"word_count": 5})
+    >>> entry.search_text(), entry.dedup_text()
+    ('Tagline for a bookstore', 'Stories wait on every shelf.')
+    >>> ArchiveEntry(task="  ", output="x")            # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for ArchiveEntry
+    task
+      Value error, must not be empty or only whitespace ...
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+)
+
+__all__ = [
+    "AddResult",
+    "ArchiveEntry",
+    "MemoryRecord",
+    "Reflection",
+    "SearchHit",
+    "Tombstone",
+    "log_record_type",
+    "new_id",
+    "utc_now",
+]
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A fresh random record id (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return value
+
+
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value}")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+
+
+class MemoryRecord(BaseModel):
+    """Fields every stored record has; subclasses add their content.
+
+    ``search_field`` names the text retrieval compares (the task);
+    ``dedup_field`` names the text compared to reject near-duplicates
+    (``None``: no duplicate check).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    search_field: ClassVar[str] = "task"
+    dedup_field: ClassVar[str | None] = None
+
+    id: Annotated[str, Field(min_length=1, max_length=256)] = Field(default_factory=new_id)
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("created_at", "updated_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        # A naive time is taken as UTC, so every stored time compares with every other.
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @property
+    def stamp(self) -> datetime:
+        """When this version was written: ``updated_at`` if set, else ``created_at``."""
+        return self.updated_at or self.created_at
+
+    def search_text(self) -> str:
+        """The text this record is retrieved by."""
+        return str(getattr(self, self.search_field))
+
+    def dedup_text(self) -> str | None:
+        """The text compared for near-duplicates, or ``None`` when the kind has no check."""
+        return None if self.dedup_field is None else str(getattr(self, self.dedup_field))
+
+
+class ArchiveEntry(MemoryRecord):
+    """An accepted output, kept as an exemplar for similar tasks and as training data."""
+
+    dedup_field: ClassVar[str | None] = "output"
+
+    task: Text
+    output: Text
+    score: Annotated[float | None, AfterValidator(_finite)] = None
+    features: dict[str, Any] = Field(default_factory=dict)
+    iterations: Annotated[int, Field(ge=0)] | None = None
+    model_id: str | None = None
+    trajectory_id: str | None = None
+
+
+class Reflection(MemoryRecord):
+    """A verbal lesson from a failed attempt (Reflexion), retrieved for similar tasks."""
+
+    task: Text
+    reflection: Text
+    failure_summary: str = ""
+    outcome: str | None = None
+    trial: Annotated[int, Field(ge=0)] = 0
+
+
+class Tombstone(BaseModel):
+    """A log line that deletes the record with ``id`` (the log is append-only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    deleted: Literal[True] = True
+    deleted_at: datetime = Field(default_factory=utc_now)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, Tombstone):
+        return "tombstone"
+    if isinstance(value, dict):
+        return "tombstone" if value.get("deleted") is True else "record"
+    return "record"
+
+
+def log_record_type(record_type: type[MemoryRecord]) -> Any:
+    """The type of one log line for ``record_type``: a record version or a :class:`Tombstone`."""
+    return Annotated[
+        Annotated[record_type, Tag("record")] | Annotated[Tombstone, Tag("tombstone")],
+        Discriminator(_kind),
+    ]
+
+
+R = TypeVar("R", bound=MemoryRecord)
+
+
+@dataclass(frozen=True)
+class SearchHit(Generic[R]):
+    """One search result: the stored record and its cosine similarity to the query (-1..1)."""
+
+    entry: R
+    similarity: float
+
+
+@dataclass(frozen=True)
+class AddResult(Generic[R]):
+    """The outcome of one ``add``.
+
+    ``status`` is ``"added"`` (new id), ``"replaced"`` (a new version of an
+    existing id) or ``"duplicate"`` (rejected: ``duplicate_of`` is the
+    stored record whose text is this close, ``similarity`` how close).
+    ``entry`` is the record as stored, or the rejected candidate.
+    """
+
+    status: Literal["added", "replaced", "duplicate"]
+    entry: R
+    duplicate_of: R | None = None
+    similarity: float | None = None
+
+    @property
+    def added(self) -> bool:
+        """True when the record was stored (added or replaced)."""
+        return self.status != "duplicate"

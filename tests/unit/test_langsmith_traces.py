@@ -1,0 +1,156 @@
+"""LangSmith traces, offline: a collector on 127.0.0.1 stands in for the LangSmith API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from langchain_core.tracers import LangChainTracer
+from langsmith import Client
+
+from agentic_loop.architectures import Reflection
+from agentic_loop.judges import Feature, Rubric
+from agentic_loop.testing import ScriptedChatModel
+
+
+class Collector:
+    """Records the runs a langsmith Client posts and patches."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _body(self) -> dict:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    raw = gzip.decompress(raw)
+                return json.loads(raw or b"{}")
+
+            def _reply(self, code: int = 200, payload: dict | None = None) -> None:
+                body = json.dumps(payload or {}).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._reply(200, {"version": "test"} if self.path.endswith("/info") else {})
+
+            def do_POST(self):
+                if self.path.rstrip("/").endswith("/runs"):
+                    run = self._body()
+                    with outer.lock:
+                        outer.runs[run["id"]] = run
+                    self._reply(200)
+                else:
+                    self._reply(404)
+
+            def do_PATCH(self):
+                run_id = self.path.rstrip("/").split("/")[-1]
+                update = self._body()
+                with outer.lock:
+                    run = outer.runs.setdefault(run_id, {"id": run_id})
+                    for key, value in update.items():
+                        if key == "extra" and isinstance(value, dict):
+                            run.setdefault("extra", {}).update(value)
+                        elif value is not None:
+                            run[key] = value
+                self._reply(200)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture
+def collector():
+    c = Collector()
+    yield c
+    c.close()
+
+
+def test_every_node_is_a_named_run_with_tags_and_metadata(collector):
+    client = Client(api_url=collector.url, api_key="test-key", auto_batch_tracing=False)
+    tracer = LangChainTracer(client=client, project_name="agentic-loop-tests")
+    rubric = Rubric([Feature("short", "At most 3 words.", 3.0,
+                             check=lambda t, o: len(o.split()) <= 3),
+                     Feature("friendly", "It sounds friendly.", 1.0, kind="bool")])
+    llm = ScriptedChatModel(responses=["Hello there my dear friend", "Hi friend"],
+                            default_structured={"friendly": True, "overall_score": 8})
+    arch = Reflection(llm, rubric=rubric, target_score=9.0, max_iterations=3)
+    result = arch.run("Greet me briefly.", config={"callbacks": [tracer]})
+    tracer.wait_for_futures()
+    assert result.ok and result.output == "Hi friend"
+
+    runs = list(collector.runs.values())
+    by_name: dict[str, list[dict]] = {}
+    for run in runs:
+        by_name.setdefault(run["name"], []).append(run)
+    assert "reflection" in by_name  # the graph's root run
+    assert len(by_name["generate"]) == 1
+    assert len(by_name["critique"]) == 2 and len(by_name["refine"]) == 1
+    assert len(by_name["finalize"]) == 1
+    for node in ("generate", "critique", "refine", "finalize"):
+        for run in by_name[node]:
+            assert {"agentic-loop", "arch:reflection", f"node:{node}"} <= set(run["tags"])
+            meta = run["extra"]["metadata"]
+            assert meta["architecture"] == "reflection" and meta["node"] == node
+            assert "iteration" in meta
+    critiques = sorted(by_name["critique"], key=lambda r: r["extra"]["metadata"]["score"])
+    first, second = critiques
+    assert first["extra"]["metadata"]["features"] == {"short": False, "friendly": True}
+    assert second["extra"]["metadata"]["features"] == {"short": True, "friendly": True}
+    assert second["extra"]["metadata"]["score"] == 10.0
+    assert by_name["refine"][0]["extra"]["metadata"]["iteration"] == 1
+    assert by_name["finalize"][0]["extra"]["metadata"]["score"] == 10.0
+    # model calls are traced too, under their nodes
+    assert any(r.get("run_type") == "llm" for r in runs)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tracing_on_with_no_server_does_not_stall_the_app(tmp_path):
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        t0 = time.perf_counter()
+        from agentic_loop.architectures import Reflection
+        from agentic_loop.judges import Rubric
+        from agentic_loop.testing import ScriptedChatModel
+        arch = Reflection(ScriptedChatModel(default="Hi"), rubric=Rubric.for_constraints(exact_words=1))
+        result = arch.run("Greet me in one word.")
+        assert result.ok and result.output == "Hi", result
+        print("RUN_S", time.perf_counter() - t0)
+    """))
+    env = {**os.environ, "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "test-key",
+           "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    total = time.perf_counter() - started
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_s = float(proc.stdout.split("RUN_S")[1])
+    # the unreachable server costs at most a few seconds at exit, never the app's runtime
+    assert total - run_s < 15.0, f"exit took {total - run_s:.1f}s after the run finished"
