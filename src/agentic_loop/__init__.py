@@ -43,6 +43,8 @@ _EXPORTS: dict[str, str] = {
         "TaskError", "create_reflection_graph", "create_archive_refine_graph",
         "create_reflexion_graph")},
     **{name: "agentic_loop.trajectories" for name in ("Trajectory", "TrajectoryLog")},
+    **{name: "agentic_loop.distill" for name in (
+        "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError")},
 }
 
 __all__ = ["__version__", *_EXPORTS]

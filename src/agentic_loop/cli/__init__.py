@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 
 #: Command modules, imported so they register their commands on ``app``.
-COMMAND_MODULES = ("run", "archive", "export")
+COMMAND_MODULES = ("run", "archive", "export", "distill", "models", "demo")
 
 for _name in COMMAND_MODULES:
     try:

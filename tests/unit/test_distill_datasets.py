@@ -1,0 +1,114 @@
+"""SFT rows (rejection sampling) and DPO pairs (min gap, refine rounds, several samples)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from distill_helpers import corpus, make_run
+
+from agentic_loop.distill.curate import CurationLog, drop_errored
+from agentic_loop.distill.datasets import preference_pairs, sft_rows
+from agentic_loop.distill.samples import trajectory_samples
+from agentic_loop.memory import HashingEmbedder
+
+
+def samples_of(runs):  # type: ignore[no-untyped-def]
+    return [s for t in runs for s in trajectory_samples(t)]
+
+
+def test_sft_keeps_accepted_finals_and_distinct_accepted_drafts() -> None:
+    log = CurationLog()
+    rows = sft_rows(samples_of(drop_errored(corpus())), min_score=0.8, log=log,
+                    embedder=HashingEmbedder(), dedup_threshold=0.9)
+    answers = [(r.messages[0].content, r.messages[1].content, r.metadata.reward) for r in rows]
+    assert answers == [
+        ("Write a tagline for a bookstore.", "Stories wait on every shelf.", 0.9),
+        ("Write a tagline for a bookstore.", "Find your next favourite chapter!", 0.85),
+        ("Write a slogan for a bakery.", "Fresh loaves at dawn.", 0.95),
+        ("Write a slogan for a bakery.", "Warm bread, every morning.", 0.8),
+    ]
+    assert [(s.name, s.before, s.after) for s in log.steps] == [
+        ("sft candidates", 8, 8), ("score threshold", 8, 5), ("exact duplicates", 5, 5),
+        ("near duplicates", 5, 4), ("per-task cap", 4, 4)]
+
+
+def test_sft_rows_are_trl_conversational_messages() -> None:
+    run = make_run("Say hi.", [("Hi!", 9.0)])
+    row = json.loads(sft_rows(trajectory_samples(run), min_score=0.8, log=CurationLog())[0].model_dump_json())
+    assert row["messages"] == [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi!"}]
+    assert row["metadata"]["source"] == "final" and row["metadata"]["trajectory_id"] == run.id
+
+
+def test_sft_cap_per_task_keeps_the_best() -> None:
+    runs = [make_run("t", [(f"answer number {i}", 8.0 + i / 10)]) for i in range(5)]
+    rows = sft_rows(samples_of(runs), min_score=0.8, log=CurationLog(), max_per_task=2)
+    assert [r.messages[1].content for r in rows] == ["answer number 4", "answer number 3"]
+
+
+def test_pairs_from_refine_rounds_and_from_several_samples() -> None:
+    log = CurationLog()
+    pairs = preference_pairs(samples_of(drop_errored(corpus())), min_score=0.8, min_gap=0.2, log=log)
+    got = [(p.metadata.source, p.chosen[0].content, p.rejected[0].content, p.metadata.gap) for p in pairs]
+    assert got == [
+        ("samples", "Stories wait on every shelf.", "Shop books.", 0.7),
+        ("refine", "Stories wait on every shelf.", "Books are here.", 0.6),
+        ("refine", "Fresh loaves at dawn.", "Bread.", 0.55),
+    ]
+    steps = {s.name: (s.before, s.after) for s in log.steps}
+    # candidates: 3 runs with earlier rounds (the one-round failing run has none) + 1 task run 3 times;
+    # the plateau run's pair (8.5 vs 8.5) misses the gap
+    assert steps["pair candidates"] == (4, 4)
+    assert steps["min gap"] == (4, 3)
+
+
+def test_pair_format_is_trl_conversational() -> None:
+    pairs = preference_pairs(samples_of([make_run("Say hi.", [("yo", 2.0), ("Hi!", 9.0)])]),
+                             min_score=0.8, min_gap=0.2, log=CurationLog())
+    row = json.loads(pairs[0].model_dump_json())
+    assert row["prompt"] == [{"role": "user", "content": "Say hi."}]
+    assert row["chosen"] == [{"role": "assistant", "content": "Hi!"}]
+    assert row["rejected"] == [{"role": "assistant", "content": "yo"}]
+    assert row["metadata"]["chosen_iteration"] == 1 and row["metadata"]["rejected_iteration"] == 0
+
+
+@pytest.mark.parametrize(("low", "high", "gap", "expected"), [
+    (4.0, 6.0, 0.2, 1),   # exactly the gap: 0.6 - 0.4 is 0.2, not 0.19999999999999996
+    (4.1, 6.0, 0.2, 0),   # just under
+    (2.0, 9.0, 0.8, 0),   # 0.7 < 0.8
+    (1.0, 9.0, 0.8, 1),
+])
+def test_min_gap(low: float, high: float, gap: float, expected: int) -> None:
+    run = make_run("t", [("low answer", low), ("high answer", high)])
+    assert len(preference_pairs(trajectory_samples(run), min_score=0.5, min_gap=gap, log=CurationLog())) == expected
+
+
+def test_chosen_must_reach_min_score_and_rejected_must_be_earlier() -> None:
+    weak = make_run("t", [("bad", 1.0), ("meh", 6.0)])
+    log = CurationLog()
+    assert preference_pairs(trajectory_samples(weak), min_score=0.8, log=log) == []
+    assert log.steps[1].name == "chosen meets min_score" and log.steps[1].after == 0
+    # the best draft came first: later worse drafts are not "early drafts vs the accepted final"
+    regress = make_run("t", [("great", 9.0), ("worse", 2.0)], final="great", final_score=9.0)
+    assert preference_pairs(trajectory_samples(regress), min_score=0.8, log=CurationLog()) == []
+
+
+def test_identical_and_repeated_pairs_are_dropped() -> None:
+    same_text = [make_run("t", [("same words", 9.0)]), make_run("t", [("same words", 3.0)])]
+    assert preference_pairs(samples_of(same_text), min_score=0.8, log=CurationLog()) == []
+    twice = [make_run("t", [("bad", 2.0), ("good", 9.0)]) for _ in range(2)]
+    log = CurationLog()
+    pairs = preference_pairs(samples_of(twice), min_score=0.8, log=log)
+    assert len(pairs) == 1  # two runs gave the same (prompt, chosen, rejected)
+    assert {s.name: s.removed for s in log.steps}["duplicate pairs"] == 1
+
+
+def test_pairs_cap_per_task_keeps_the_widest_gaps() -> None:
+    runs = [make_run("t", [(f"bad {i}", 1.0 + i), (f"good {i}", 9.0)]) for i in range(4)]
+    pairs = preference_pairs(samples_of(runs), min_score=0.8, log=CurationLog(), max_per_task=2)
+    assert [p.metadata.gap for p in pairs] == [0.8, 0.7]  # the cross-run pair (0.9 vs 0.9) has no gap
+
+
+def test_min_gap_must_be_on_the_unit_scale() -> None:
+    with pytest.raises(ValueError, match="min_gap"):
+        preference_pairs([], min_score=0.8, min_gap=2, log=CurationLog())

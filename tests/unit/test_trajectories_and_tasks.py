@@ -1,0 +1,113 @@
+"""TrajectoryLog durability and feedback; task files and generated task families."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from agentic_loop.tasks import TaskFileError, TaskSpec, load_tasks
+from agentic_loop.tasksets import arithmetic_tasks, constrained_tasks, demo_tasks, split_tasks
+from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog, hash_user_id
+
+
+def make(task: str = "Say hi.", score: float = 9.0) -> Trajectory:
+    return Trajectory(architecture="reflection", model_id="m", task=task,
+                      rounds=[Round(iteration=0, draft="hi", score=score, passed=True)],
+                      final_output="hi", final_score=score, accepted=score >= 8)
+
+
+def test_log_in_a_dir_or_a_jsonl_file(tmp_path):
+    by_dir = TrajectoryLog(tmp_path / "logs")
+    by_dir.append(make())
+    assert by_dir.path == tmp_path / "logs" / "trajectories.jsonl" and len(by_dir) == 1
+    by_file = TrajectoryLog(tmp_path / "logs" / "trajectories.jsonl")
+    assert [t.task for t in by_file.read()] == ["Say hi."]
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(NotADirectoryError, match="plain"):
+        TrajectoryLog(tmp_path / "plain")
+
+
+def test_corrupt_and_torn_lines_are_skipped_and_named(tmp_path):
+    log = TrajectoryLog(tmp_path)
+    log.append(make("first"))
+    with log.path.open("a") as fh:
+        fh.write("{not json}\n")
+    log.append(make("second"))
+    with log.path.open("a") as fh:
+        fh.write('{"architecture": "refl')  # a writer died mid-line
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [t.task for t in log.read()] == ["first", "second"]
+    messages = " ".join(str(w.message) for w in caught)
+    assert "trajectories.jsonl:2" in messages
+    log.append(make("third"))  # the torn tail is repaired, nothing earlier lost
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert [t.task for t in log.read()] == ["first", "second", "third"]
+
+
+def test_feedback_is_merged_latest_wins(tmp_path):
+    log = TrajectoryLog(tmp_path)
+    a, b = make("a"), make("b")
+    log.append(a)
+    log.append(b)
+    log.record_feedback(a.id, "down")
+    log.record_feedback(a.id, "up")
+    assert {t.task: t.feedback for t in log.read()} == {"a": "up", "b": None}
+    with pytest.raises(ValueError, match="'up' or 'down'"):
+        log.record_feedback(a.id, "meh")  # type: ignore[arg-type]
+
+
+def test_user_ids_are_salted_hashes():
+    assert hash_user_id("alice", salt="x") != hash_user_id("alice", salt="y")
+    assert hash_user_id("alice", salt="x") != hash_user_id("bob", salt="x")
+
+
+def test_task_files_accept_json_and_plain_lines(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("# comment\n\n" + json.dumps({"task": "Say hi.", "constraints":
+                                                  {"exact_words": 2}}) + "\nName a color.\n")
+    specs = load_tasks(path)
+    assert [s.task for s in specs] == ["Say hi.", "Name a color."]
+    assert specs[0].rubric().names == ("exact_words",) and specs[1].rubric() is None
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    ("", "holds no task"),
+    ('{"task": ""}\n', ":1: not a task"),
+    ('{"task": "x", "constraints": {"exact_words": -1}}\n', ":1: not a task"),
+    ('{"task": "x"\n', ":1: not a task"),
+])
+def test_bad_task_files_name_the_line(tmp_path, content, fragment):
+    path = tmp_path / "t.jsonl"
+    path.write_text(content)
+    with pytest.raises(TaskFileError, match=fragment):
+        load_tasks(path)
+
+
+def test_generated_families_are_reproducible_distinct_and_verifiable():
+    tasks = constrained_tasks(60, seed=3)
+    assert tasks == constrained_tasks(60, seed=3) and tasks != constrained_tasks(60, seed=4)
+    assert len({t.task for t in tasks}) == 60
+    families = {t.metadata["family"] for t in tasks}
+    assert {"exact_words", "lowercase", "bullets", "json", "exclude_words"} <= families
+    for spec in tasks:
+        assert spec.rubric() is not None
+    math = arithmetic_tasks(40, seed=1)
+    for spec in math:
+        rubric = spec.rubric()
+        answer = spec.constraints["answer"]
+        assert rubric.evaluate(spec.task, f"The answer is {answer}.").passed
+        assert not rubric.evaluate(spec.task, f"The answer is {answer + 1}.").passed
+
+
+def test_split_has_no_overlap():
+    train, held = split_tasks(demo_tasks(30), held_out=0.3, seed=0)
+    assert len(held) == 9 and len(train) == 21
+    assert not {t.task for t in train} & {t.task for t in held}
+    assert {t.split for t in train} == {"train"} and {t.split for t in held} == {"held_out"}
+    with pytest.raises(ValueError):
+        split_tasks(demo_tasks(30), held_out=1.5)
+    assert isinstance(train[0], TaskSpec)
