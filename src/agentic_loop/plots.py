@@ -43,8 +43,10 @@ def plot_archive_growth(entries: Sequence[Any], path: str | os.PathLike[str],
     plt = _pyplot()
     ordered = sorted(entries, key=lambda e: e.created_at)
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ax.plot(range(1, len(ordered) + 1), range(1, len(ordered) + 1), color="#1976d2",
-            label="entries")
+    ax.step(range(0, len(ordered) + 1), range(0, len(ordered) + 1), where="post",
+            color="#1976d2", label="entries")
+    ax.set_xlim(0, max(1, len(ordered)) + 0.5)
+    ax.set_ylim(0, max(1, len(ordered)) + 0.5)
     ax.set_xlabel("accepted outputs, in order")
     ax.set_ylabel("archive size")
     scored = [(i + 1, e.score) for i, e in enumerate(ordered) if e.score is not None]

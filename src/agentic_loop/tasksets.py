@@ -29,9 +29,13 @@ BUSINESSES = ["bookstore", "coffee shop", "bakery", "bike shop", "museum", "flow
               "yoga studio", "hardware store", "tea house", "library", "record store",
               "pet groomer", "ice cream parlor", "climbing gym", "toy store", "farmers market"]
 TOPICS = ["the ocean", "a thunderstorm", "autumn leaves", "a city at night", "fresh bread",
-          "a mountain lake", "an old clock", "a busy train station", "a garden", "the desert"]
+          "a mountain lake", "an old clock", "a busy train station", "a garden", "the desert",
+          "a snowy forest", "a lighthouse", "a market at dawn", "a quiet library", "the moon",
+          "a river in spring", "an empty stadium", "a kitchen at noon", "a foggy harbor",
+          "a field of sunflowers"]
 CATEGORIES = ["fruits", "colors", "animals", "musical instruments", "vegetables", "countries",
-              "tools", "sports", "trees", "birds"]
+              "tools", "sports", "trees", "birds", "flowers", "board games", "rivers",
+              "cheeses", "planets", "fabrics", "spices", "insects", "boats", "dances"]
 WORDS = ["bright", "warm", "simple", "fresh", "quiet", "bold", "clear", "gentle", "wild", "true"]
 ITEMS = ["apples", "books", "tickets", "pencils", "cookies", "stamps", "marbles", "plants"]
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Eli", "Fatima", "Goro", "Hana", "Ivan", "Jun"]
@@ -116,15 +120,23 @@ def constrained_tasks(n: int, seed: int = 0) -> list[TaskSpec]:
     r = random.Random(seed)
     seen: set[str] = set()
     out: list[TaskSpec] = []
-    attempts = 0
+    exhausted: set[int] = set()
+    family = 0
     while len(out) < n:
-        attempts += 1
-        if attempts > 50 * n:
-            raise ValueError(f"cannot make {n} distinct constrained tasks; ask for fewer")
-        spec = _CONSTRAINED[len(out) % len(_CONSTRAINED)](r)
-        if spec.task not in seen:
-            seen.add(spec.task)
-            out.append(spec.model_copy(update={"id": f"c{seed}-{len(out)}"}))
+        if len(exhausted) == len(_CONSTRAINED):
+            raise ValueError(f"cannot make {n} distinct constrained tasks (made {len(out)}); "
+                             "ask for fewer")
+        family = (family + 1) % len(_CONSTRAINED)
+        if family in exhausted:
+            continue
+        for _ in range(50):  # a family with few distinct prompts left is skipped from now on
+            spec = _CONSTRAINED[family](r)
+            if spec.task not in seen:
+                seen.add(spec.task)
+                out.append(spec.model_copy(update={"id": f"c{seed}-{len(out)}"}))
+                break
+        else:
+            exhausted.add(family)
     return out
 
 

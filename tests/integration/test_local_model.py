@@ -97,8 +97,8 @@ def test_batch_is_really_batched(local_llm):
 
 
 def test_batched_decoding_matches_one_by_one_decoding():
-    # In fp32, left padding and per-row cache pruning must not change a greedy answer
-    # (bf16 rounds differently at different batch shapes, so exactness is checked here).
+    # In fp32 (the CPU default), left padding and per-row cache pruning must not change a
+    # greedy answer (bf16 rounds differently at different batch shapes).
     llm = load_chat_model("local", dtype="float32")
     prompts = ["Name a fruit.", "Write one word about the sea, then explain it at length.",
                "What is 3 plus 4?", "Say goodbye."]

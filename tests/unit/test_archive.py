@@ -468,3 +468,15 @@ def test_threads_sharing_one_archive_lose_nothing(tmp_path: Path, emb: HashingEm
         ids = [i for chunk in pool.map(work, range(4)) for i in chunk]
     assert len(ids) == 160
     assert sorted(e.id for e in archive.entries()) == sorted(ids) == sorted(e.id for e in other.entries())
+
+
+def test_a_custom_embedder_returning_raw_vectors_still_gives_cosine(tmp_path: Path, emb: HashingEmbedder) -> None:
+    class Raw(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return 5.0 * self.inner.embed(texts)
+
+    archive = Archive(tmp_path, embedder=Raw(emb))
+    archive.add("Tagline for a bakery", "Warm bread, every morning.")
+    hit = archive.search("Tagline for a bakery", k=1)[0]
+    assert hit.similarity == pytest.approx(1.0, abs=1e-5)
+    assert archive.add("x", "Warm bread, every morning.").status == "duplicate"

@@ -46,7 +46,8 @@ class ArchiveRefine(Architecture):
     Args (beyond :class:`Architecture`):
         archive: an :class:`~agentic_loop.memory.Archive` or a path to one.
         k: exemplars put in the prompt.
-        min_similarity: ignore archived tasks less similar than this (cosine).
+        min_similarity: ignore archived tasks less similar than this (cosine). Exemplars
+            of unrelated tasks mislead a small model more than they help it.
         mmr: MMR lambda for varied exemplars (``None``: pure similarity).
         archive_namespace: namespace used when ``archive`` is a path.
     """
@@ -55,7 +56,7 @@ class ArchiveRefine(Architecture):
 
     def __init__(self, llm: BaseChatModel | str, rubric: Any = None, *,
                  archive: Archive | str = "data/archive", k: int = 3,
-                 min_similarity: float | None = 0.2, mmr: float | None = 0.7,
+                 min_similarity: float | None = 0.5, mmr: float | None = 0.7,
                  archive_namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(llm, rubric, **kwargs)
         self.archive = archive if isinstance(archive, Archive) else Archive(

@@ -29,8 +29,29 @@ from agentic_loop.distill.pii import (
 )
 from agentic_loop.distill.samples import Sample, trajectory_samples
 
+# Training, evaluation, registry and serving load torch/TRL lazily inside their functions.
+from agentic_loop.distill.evaluate import EvalReport, evaluate_models  # noqa: E402
+from agentic_loop.distill.gate import Decision, GateDecision, gate  # noqa: E402
+from agentic_loop.distill.pipeline import distill_loop  # noqa: E402
+from agentic_loop.distill.registry import Registry, RegistryError  # noqa: E402
+from agentic_loop.distill.serve import VLLMServer, serve, serve_registered  # noqa: E402
+from agentic_loop.distill.train import TrainResult, train  # noqa: E402
+
 __all__ = [
     "DEFAULT_ENTITIES",
+    "Decision",
+    "EvalReport",
+    "GateDecision",
+    "Registry",
+    "RegistryError",
+    "TrainResult",
+    "VLLMServer",
+    "distill_loop",
+    "evaluate_models",
+    "gate",
+    "serve",
+    "serve_registered",
+    "train",
     "DEFAULT_PHONE_REGIONS",
     "CurationLog",
     "EmptyExportError",

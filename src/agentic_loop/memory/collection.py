@@ -40,7 +40,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.jsonl_log import JsonlLog, LogRead, write_jsonl
-from agentic_loop.memory.embeddings import Embedder, TextEmbedder
+from agentic_loop.memory.embeddings import Embedder, TextEmbedder, normalize_rows
 from agentic_loop.memory.errors import ArchiveError, EmbedderMismatchError
 from agentic_loop.memory.index import IndexFileError, VectorIndex
 from agentic_loop.memory.layout import (
@@ -234,8 +234,21 @@ class RecordCollection(Generic[R]):
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"search() needs a non-empty query string, got {query!r:.80}.")
         _check_search_args(k, min_score, mmr)
-        vector = self.embedder.embed([query])[0]
+        vector = self.embed([query])[0]
         return self.search_by_vector(vector, k, min_score=min_score, mmr=mmr, where=where)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` with this collection's embedder, as unit float32 rows.
+
+        Normalizing here makes inner product equal cosine similarity even
+        for a custom embedder that returns raw vectors.
+        """
+        vectors = normalize_rows(np.asarray(self.embedder.embed(texts)))
+        if vectors.shape[0] != len(texts):
+            raise ValueError(
+                f"Embedder {self.embedder.name!r} returned {vectors.shape[0]} vectors for {len(texts)} texts."
+            )
+        return vectors
 
     def search_by_vector(
         self,
@@ -247,7 +260,7 @@ class RecordCollection(Generic[R]):
         where: Callable[[R], bool] | None = None,
     ) -> list[SearchHit[R]]:
         """:meth:`search` with a query already embedded by this collection's embedder
-        (e.g. to search many collections with one embedding)."""
+        (see :meth:`embed`; e.g. to search many collections with one embedding)."""
         _check_search_args(k, min_score, mmr)
         with self._mutex:
             self._refresh()
@@ -324,7 +337,7 @@ class RecordCollection(Generic[R]):
         texts = [r.search_text() for r in records]
         if self._keeps_outputs:  # one embedder call for both: per-call overhead dominates small adds
             texts += [r.dedup_text() or "" for r in records]
-        vectors = self.embedder.embed(texts)
+        vectors = self.embed(texts)
         task_vecs = vectors[: len(records)]
         out_vecs = vectors[len(records) :] if self._keeps_outputs else None
         check = dedup and out_vecs is not None
@@ -557,7 +570,7 @@ class RecordCollection(Generic[R]):
             task = bar.add_task(f"Embedding {what} of {self.dir.name}", total=total - start)
             for lo in range(start, total, _EMBED_CHUNK):
                 chunk = self._rows[lo : lo + _EMBED_CHUNK]
-                index.add(self.embedder.embed([text(r) for r in chunk]))
+                index.add(self.embed([text(r) for r in chunk]))
                 bar.advance(task, len(chunk))
 
     def _save_indexes(self, *, force: bool = False) -> None:

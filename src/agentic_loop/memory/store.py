@@ -65,7 +65,7 @@ from langgraph.store.base import (
 from pydantic import ValidationError
 
 from agentic_loop.memory.archive import Archive
-from agentic_loop.memory.embeddings import Embedder, TextEmbedder
+from agentic_loop.memory.embeddings import Embedder, TextEmbedder, normalize_rows
 from agentic_loop.memory.errors import ArchiveCorruptedError
 from agentic_loop.memory.layout import META, namespace_dir, namespace_of
 from agentic_loop.memory.meta import read_meta
@@ -195,7 +195,8 @@ class ArchiveStore(BaseStore):
         namespaces = self._namespaces(tuple(op.namespace_prefix))
         if wanted == 0 or not namespaces:
             return []
-        vector = self.embedder.embed([op.query])[0] if op.query else None  # once for all namespaces
+        # Embedded once for all namespaces (they share the store's embedder).
+        vector = normalize_rows(self.embedder.embed([op.query]))[0] if op.query else None
 
         def keep(entry: ArchiveEntry) -> bool:
             return op.filter is None or _matches(_value(entry), op.filter)

@@ -1,0 +1,327 @@
+"""Collect every ``bench/results/*.json`` into one markdown table in ``bench/README.md``.
+
+Each benchmark writes its own JSON with its own shape; this script picks each
+one's headline numbers (ratios against the baseline measured in the same run,
+as the JSONs report them), with the date and the machine the numbers came
+from, and links the JSON. The quality benchmark also gets its per-phase table
+(pass rate and mean score with 95% intervals, cost per accepted output).
+
+Only the part of ``bench/README.md`` between the two ``bench-summary`` markers
+is rewritten, so the prose around it is kept; without markers the table is
+appended. A JSON this script does not know still gets a row: its ratio-like
+numbers are listed.
+
+    python bench/summary.py            # rewrites the table in bench/README.md
+    python bench/summary.py --print    # prints the markdown instead
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).parent
+RESULTS = BENCH / "results"
+README = BENCH / "README.md"
+START = "<!-- bench-summary:start (written by bench/summary.py; edits here are overwritten) -->"
+END = "<!-- bench-summary:end -->"
+ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "quality"]
+RATIO_HINTS = ("ratio", "_over_", "speedup")
+
+
+def get(data: Any, path: str) -> Any:
+    """``data["a"]["b"][0]`` for ``"a.b.0"``; None when any step is missing."""
+    for step in path.split("."):
+        if isinstance(data, dict):
+            data = data.get(step)
+        elif isinstance(data, list) and step.lstrip("-").isdigit() and data:
+            data = data[int(step)] if -len(data) <= int(step) < len(data) else None
+        else:
+            return None
+    return data
+
+
+def num(value: Any, digits: int = 3) -> str:
+    """A number as people read it (3 significant digits); ``-`` for a missing one."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 10 ** digits else f"{value:.{digits}g}"
+
+
+def pct(value: Any) -> str:
+    """A proportion as a percentage; ``-`` when missing."""
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def interval(ci: Any, fmt: Callable[[Any], str]) -> str:
+    """``[lo, hi]`` in the given format, or nothing when there is no interval."""
+    return f" [{fmt(ci[0])}, {fmt(ci[1])}]" if isinstance(ci, list) and len(ci) == 2 else ""
+
+
+def items(*pairs: tuple[str, Any]) -> list[str]:
+    """``label: value`` strings for the pairs whose value exists."""
+    return [f"{label} {value}" for label, value in pairs if value is not None and "None" not in
+            str(value) and value != "-"]
+
+
+# ------------------------------------------------------------- headlines per bench
+
+
+def models(d: dict[str, Any]) -> list[str]:
+    """Decoding throughput ratios of the embedded model."""
+    r = d.get("ratios", {})
+    return items(("baseline:", (f"{num(get(d, 'runs.0.tokens_per_s_batch1'))} tokens/s "
+                              f"({d.get('baseline', '?')})")),
+                 ("batch 8 / batch 1:", f"{num(r.get('batch8_over_batch1_tokens_per_s'))}x"),
+                 ("grammar-constrained / free:",
+                  f"{num(r.get('constrained_over_unconstrained_tokens_per_s'))}x"),
+                 ("fp32 / bf16:", f"{num(r.get('float32_over_bfloat16_tokens_per_s_batch1'))}x"),
+                 ("2 threads / 1:", f"{num(r.get('two_threads_over_one_tokens_per_s_batch1'))}x"))
+
+
+def archive(d: dict[str, Any]) -> list[str]:
+    """Add throughput, HNSW recall and search latency at the largest size."""
+    big = get(d, "scale.-1") or {}
+    return items(
+        ("add (batches of 100) / bulk embedding:",
+         (f"{num(get(d, 'add_throughput.add_many_batches_of_100.ratio_to_bulk_embedding'))}x "
+         f"(ceiling {num(get(d, 'add_throughput.ideal_ratio_to_bulk_embedding'))})")),
+        ("HNSW recall@10:", num(get(d, "hnsw_recall.recall_at_10"))),
+        (f"search at {big.get('entries', '?'):,} entries:" if big else "search:",
+         (f"{num(get(big, 'search_ms.index_only.p50'))} ms p50 index-only, "
+         f"{num(big.get('speedup_vs_exact'))}x faster than exact; "
+         f"{num(get(big, 'search_ms.end_to_end.p50'))} ms with query embedding")))
+
+
+def loop(d: dict[str, Any]) -> list[str]:
+    """Framework overhead against a plain loop, and batch throughput against concurrency 1."""
+    share = get(d, "overhead.share_of_embedded_loop")
+    return items(("LangGraph overhead:", f"{num(get(d, 'overhead.overhead_per_node_us'))} us/node"
+                  + (f" ({100 * share:.3g}% of one embedded-model loop)" if share else "")),
+                 ("batch throughput, concurrency 8 / 1:",
+                  f"{num(get(d, 'batch_throughput.8.ratio_to_concurrency_1'))}x"))
+
+
+def judges(d: dict[str, Any]) -> list[str]:
+    """Spread of the composite score against the single LLM score, and the sandbox's cost."""
+    s = d.get("spread", {})
+    return items(("composite / single LLM score:",
+                  (f"std {num(s.get('std_ratio_composite_vs_baseline'))}x, distinct values "
+                  f"{num(s.get('distinct_ratio_composite_vs_baseline'))}x")),
+                 ("AUC vs checks passed:", (f"LLM judge {num(get(s, 'auc_vs_checks_passed.llm_judge_baseline'))}, "
+                  f"critic {num(get(s, 'auc_vs_checks_passed.critic_overall_score'))}")),
+                 ("sandboxed / bare python run:",
+                  f"{num(get(d, 'sandbox.ratio_sandbox_vs_bare_python'))}x"))
+
+
+def pii(d: dict[str, Any]) -> list[str]:
+    """Throughput and name recall of the two PII modes."""
+    return items(("spaCy / regex throughput:", f"{num(d.get('spacy_over_regex_throughput'))}x"),
+                 ("name recall:", (f"regex {num(get(d, 'modes.regex.recall.name'))}, spaCy "
+                  f"{num(get(d, 'modes.spacy.recall.name'))}")),
+                 ("regex:", f"{num(get(d, 'modes.regex.batch_records_per_s'))} records/s"))
+
+
+def train(d: dict[str, Any]) -> list[str]:
+    """Training throughput ratios (LoRA vs full, DPO vs SFT)."""
+    r = d.get("ratios", {})
+    return items(("baseline SFT full:", f"{num(get(d, 'results.0.tokens_per_s'))} tokens/s"),
+                 ("SFT LoRA / full:", f"{num(r.get('sft_lora_vs_full'))}x"),
+                 ("DPO LoRA / full:", f"{num(r.get('dpo_lora_vs_full'))}x"),
+                 ("DPO / SFT (full):", f"{num(r.get('dpo_full_vs_sft_full'))}x"))
+
+
+def serve(d: dict[str, Any]) -> list[str]:
+    """vLLM against the in-process transformers engine, same prompts and concurrency."""
+    return items(("in-process transformers:", (f"{num(get(d, 'transformers.tokens_per_s'))} tokens/s "
+                  f"at concurrency {get(d, 'setup.concurrency')}")),
+                 ("vLLM / transformers:",
+                  f"{num(d.get('ratio_vllm_vs_transformers_tokens_per_s'))}x tokens/s"),
+                 ("vLLM ready after:", f"{num(get(d, 'vllm.ready_s'))} s"))
+
+
+def quality(d: dict[str, Any]) -> list[str]:
+    """Single-shot against the best loop and the distilled model, on held-out tasks."""
+    phases = {p["name"]: p for p in d.get("phases", [])}
+    base = phases.get(d.get("baseline", "single-shot"))
+    looped = [p for p in phases.values() if p.get("model") != "none" and p is not base]
+    best = max(looped, key=lambda p: p["pass_rate"], default=None)
+
+    def show(p: dict[str, Any] | None) -> str | None:
+        if p is None:
+            return None
+        r = get(p, "vs_single_shot.pass_rate_ratio")
+        return (f"pass {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)}, score "
+                f"{num(p['mean_score'])}" + (f", {num(r)}x single-shot" if r else ""))
+
+    return items(("held-out tasks:", get(d, "dev_set.held_out_scored")),
+                 ("single-shot:", show(base)),
+                 (f"best ({best['name']}):" if best else "best:", show(best)),
+                 ("distilled single-shot:", show(phases.get("distilled single-shot"))))
+
+
+def generic(d: dict[str, Any]) -> list[str]:
+    """Any ratio-like numbers of a bench this script does not know yet (at most five)."""
+    found = [(k, v) for k, v in leaves(d) if any(h in k.rsplit(".", 1)[-1] for h in RATIO_HINTS)]
+    return [f"{k}: {num(v)}" for k, v in found[:5]]
+
+
+def leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
+    """Every numeric leaf with its dotted path."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(data, int | float) and not isinstance(data, bool):
+        yield prefix, data
+
+
+HEADLINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "models": models, "archive": archive, "loop": loop, "judges": judges, "pii": pii,
+    "train": train, "serve": serve, "quality": quality}
+
+
+# ------------------------------------------------------------- table
+
+
+def when(d: dict[str, Any], path: Path) -> str:
+    """The run's date from the JSON, else the file's modification time (marked as such)."""
+    stamp = d.get("date") or d.get("when")
+    if stamp:
+        return str(stamp)[:10]
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    return f"{mtime:%Y-%m-%d} (file time)"
+
+
+def machine(d: dict[str, Any]) -> str:
+    """CPU count and platform as the JSON records them."""
+    m = d.get("machine")
+    if isinstance(m, dict):
+        cpus = f"{m['cpus']} CPUs, " if m.get("cpus") else ""
+        load = m.get("load_avg_1m") or m.get("load_avg_1m_at_end")
+        return f"{cpus}{m.get('platform', '?')}" + (f", load {num(load)}" if load else "")
+    return str(m) if m else "-"
+
+
+def load(results: Path) -> list[tuple[str, Path, dict[str, Any]]]:
+    """``(name, path, data)`` of each results JSON, known benches first in ``ORDER``."""
+    found = {p.stem: p for p in sorted(results.glob("*.json"))}
+    names = [n for n in ORDER if n in found] + [n for n in found if n not in ORDER]
+    return [(n, found[n], json.loads(found[n].read_text())) for n in names]
+
+
+def bench_table(rows: list[tuple[str, Path, dict[str, Any]]], base: Path) -> str:
+    """One row per bench: headline numbers, date, machine, link to its JSON."""
+    lines = [("| bench | headline numbers (ratios vs a baseline in the same run) | date | machine "
+             "| results |"), "|---|---|---|---|---|"]
+    for name, path, d in rows:
+        heads = HEADLINES.get(name, generic)(d) or ["(no headline numbers)"]
+        mode = f" ({d['mode']})" if isinstance(d.get("mode"), str) else \
+            " (quick)" if d.get("quick") else ""
+        link = os.path.relpath(path, base)
+        png = path.with_suffix(".png")
+        plot = f", [PNG]({os.path.relpath(png, base)})" if png.exists() else ""
+        lines.append(f"| {name}{mode} | {'<br>'.join(heads)} | {when(d, path)} | {machine(d)} "
+                     f"| [{path.name}]({link}){plot} |")
+    return "\n".join(lines)
+
+
+def quality_table(d: dict[str, Any]) -> str:
+    """Per-phase quality and cost on held-out tasks, from ``quality.json``."""
+    lines = [("| phase | pass rate [95% CI] | mean score [95% CI] | score change vs single-shot "
+             "[95% CI] | LLM calls / accepted | tokens / accepted | s / accepted |"),
+             "|---|---|---|---|---|---|---|"]
+    for p in d.get("phases", []):
+        vs, c = p.get("vs_single_shot", {}), p.get("cost", {})
+        change = (f"{vs['mean_score_diff']:+.2f}{interval(vs.get('mean_score_diff_ci95'), num)}"
+                  if vs.get("mean_score_diff") is not None else "-")
+        lines.append(f"| {p['name']} | {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)} "
+                     f"| {num(p['mean_score'])}{interval(p.get('mean_score_ci95'), num)} | {change} "
+                     f"| {num(c.get('llm_calls_per_accepted'))} | {num(c.get('tokens_per_accepted'))} "
+                     f"| {num(c.get('wall_s_per_accepted'))} |")
+    notes = (dev_set_line(d), distill_line(d.get("distill")), train_pass_line(d.get("train_pass")))
+    lines += [""] + [f"- {note}" for note in notes if note]
+    return "\n".join(lines)
+
+
+def dev_set_line(d: dict[str, Any]) -> str:
+    """Which tasks the quality table covers."""
+    ds = d.get("dev_set", {})
+    fams = ", ".join(f"{v} {k}" for k, v in ds.get("held_out_families", {}).items())
+    return (f"{ds.get('held_out_scored', '?')} of {ds.get('held_out', '?')} held-out tasks scored "
+            f"({fams} in all held-out); {ds.get('train', '?')} train tasks, "
+            f"{ds.get('train_run', '?')} of them run; mode `{d.get('mode', '?')}`, "
+            f"seed {ds.get('seed', '?')}.")
+
+
+def distill_line(dist: dict[str, Any] | None) -> str:
+    """What the distill round trained on, or why it was skipped."""
+    if not dist:
+        return ""
+    if dist.get("skipped"):
+        return f"Distill round skipped: {dist['skipped']}"
+    return (f"Distill round: {dist.get('method', '?').upper()}{' LoRA' if dist.get('lora') else ''}, "
+            f"{dist.get('steps')} steps on {dist.get('sft_rows')} SFT rows, loss "
+            f"{num(dist.get('first_loss'))} -> {num(dist.get('last_loss'))}, "
+            f"{num(dist.get('train_s'))} s.")
+
+
+def train_pass_line(tp: dict[str, Any] | None) -> str:
+    """What warming the archive cost (paid once, before the warm rows)."""
+    if not tp:
+        return ""
+    c = tp.get("cost", {})
+    return (f"Warming the archive (ArchiveRefine on {tp.get('tasks')} train tasks): "
+            f"{c.get('llm_calls')} LLM calls, {num(c.get('tokens'))} tokens, "
+            f"{num(c.get('wall_s'))} s; archive size {tp.get('archive_size')}.")
+
+
+def markdown(results: Path = RESULTS, base: Path = BENCH) -> str:
+    """The whole generated block: when and where it was collected, the tables."""
+    rows = load(results)
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = (f"Collected {now} on {os.cpu_count()} CPUs, {platform.platform()}, from "
+            f"{len(rows)} result file(s) in `{os.path.relpath(results, base)}/`.")
+    parts = [head, "", bench_table(rows, base) if rows else "No results yet."]
+    q = next((d for n, _, d in rows if n == "quality"), None)
+    if q is not None:
+        parts += ["", "### Quality on held-out tasks", "", quality_table(q)]
+    return "\n".join(parts)
+
+
+def update_readme(readme: Path, block: str) -> None:
+    """Replace the marked block of ``readme`` (or append it), keeping everything else."""
+    text = readme.read_text() if readme.exists() else "# Benchmarks\n"
+    new = f"{START}\n{block}\n{END}"
+    if START in text and END in text:
+        before, rest = text.split(START, 1)
+        text = before + new + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + new + "\n"
+    readme.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--print", action="store_true", help="print instead of writing")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of JSON results")
+    parser.add_argument("--readme", type=Path, default=README, help="markdown file to update")
+    args = parser.parse_args()
+    block = markdown(args.results, args.readme.parent)
+    if args.print:
+        print(block)
+        return
+    update_readme(args.readme, block)
+    print(block)
+    print(f"\nwrote the summary into {args.readme}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The model registry: versions, promote, rollback (a stack), history, audit, corruption, locking."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from agentic_loop.distill.model_card import DataRef, ModelCard, write_card
+from agentic_loop.distill.registry import Registry, RegistryError
+
+
+def _model(root: Path, name: str, *, card: bool = False, adapter: bool = False) -> Path:
+    path = root / name
+    path.mkdir(parents=True)
+    if adapter:
+        (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/base", "r": 8}))
+    else:
+        (path / "config.json").write_text("{}")
+    (path / "model.safetensors").write_bytes(b"weights")
+    if card:
+        write_card(path, ModelCard(name=name, base_model="local", method="sft",
+                                   data=DataRef(dir="d", manifest_sha256="abc", sft_rows=5)))
+    return path
+
+
+def test_promote_and_rollback_follow_a_stack(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    for n in "abc":
+        reg.register(_model(tmp_path, n))
+    assert reg.current is None
+    for v in ("v1", "v2", "v3"):
+        reg.promote(v)
+    assert reg.rollback().version == "v2"
+    assert reg.rollback().version == "v1"
+    with pytest.raises(RegistryError, match="nothing to roll back to: v1 is the first version"):
+        reg.rollback()
+    assert reg.current.version == "v1"
+
+
+def test_promoting_an_old_version_then_rolling_back_returns_to_the_replaced_one(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    for n in "abc":
+        reg.register(_model(tmp_path, n))
+    reg.promote("v3")
+    reg.promote(1)            # ints and bare numbers are accepted
+    assert reg.rollback().version == "v3"
+
+
+def test_history_and_audit_log_record_every_change(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"), notes="first")
+    reg.register(_model(tmp_path, "b"))
+    reg.promote("v1", reason="initial", gate={"decision": "PROMOTE", "p_value": 0.01})
+    reg.promote("v2")
+    reg.rollback(reason="complaints")
+    history = reg.history()
+    assert [(e.action, e.version, e.previous) for e in history] == [
+        ("register", "v1", None), ("register", "v2", None), ("promote", "v1", None),
+        ("promote", "v2", "v1"), ("rollback", "v1", "v2")]
+    assert history[2].gate == {"decision": "PROMOTE", "p_value": 0.01}
+    assert history[4].reason == "complaints"
+    lines = (tmp_path / "reg" / "audit.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and json.loads(lines[-1])["action"] == "rollback"
+    # another Registry object (another process) sees the same state
+    assert Registry(tmp_path / "reg").current.version == "v1"
+
+
+def test_promoting_the_current_version_changes_nothing(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    reg.promote("v1")
+    reg.promote("v1")
+    assert [e.action for e in reg.history()] == ["register", "promote"]
+    with pytest.raises(RegistryError, match="first version promoted"):
+        reg.rollback()
+
+
+def test_register_keeps_the_card_and_recognizes_adapters(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    full = reg.register(_model(tmp_path, "a", card=True), name="tagline")
+    adapter = reg.register(_model(tmp_path, "b", adapter=True))
+    assert full.name == "tagline" and full.card["data"]["sft_rows"] == 5
+    assert (adapter.adapter, adapter.base_model) == (True, "/base")
+    assert reg.get("current" if reg.current else "v2").version == "v2"
+
+
+def test_register_copy_survives_the_source_folder(tmp_path: Path) -> None:
+    source = _model(tmp_path, "a")
+    (source / "checkpoints" / "sft").mkdir(parents=True)
+    (source / "checkpoints" / "sft" / "optimizer.pt").write_bytes(b"x" * 100)
+    reg = Registry(tmp_path / "reg")
+    entry = reg.register(source, copy=True)
+    copied = Path(entry.path)
+    assert copied == tmp_path / "reg" / "models" / "v1"
+    assert (copied / "model.safetensors").read_bytes() == b"weights"
+    assert not (copied / "checkpoints").exists()
+    (source / "model.safetensors").unlink()
+    assert reg.promote("v1").version == "v1"
+
+
+def test_a_deleted_model_folder_cannot_be_promoted(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    path = _model(tmp_path, "a")
+    reg.register(path)
+    (path / "config.json").unlink()
+    (path / "model.safetensors").unlink()
+    path.rmdir()
+    with pytest.raises(RegistryError, match="no longer exists"):
+        reg.promote("v1")
+    assert reg.current is None
+
+
+@pytest.mark.parametrize("version", ["v9", "latest"])
+def test_unknown_versions_are_named(tmp_path: Path, version: str) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    with pytest.raises(RegistryError, match=f"no version '{version}' \\(registered: v1\\)"):
+        reg.promote(version)
+
+
+def test_current_before_any_promotion(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    with pytest.raises(RegistryError, match="no current version yet"):
+        reg.get("current")
+    with pytest.raises(RegistryError, match="nothing to roll back"):
+        reg.rollback()
+
+
+def test_not_a_model_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RegistryError, match="not a model directory"):
+        Registry(tmp_path / "reg").register(tmp_path / "empty")
+
+
+def test_operations_on_a_missing_registry_create_nothing(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "nowhere")
+    with pytest.raises(RegistryError, match="there is no registry"):
+        reg.promote("v1")
+    assert reg.versions() == [] and reg.history() == []
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_corrupt_index_is_reported_and_left_untouched(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    reg.register(_model(tmp_path, "b"))
+    index = tmp_path / "reg" / "index.json"
+    index.write_text('{"versions": [ {"version": "v1"')  # a hand edit gone wrong
+    with pytest.raises(RegistryError, match=r"index.json is corrupt .*nothing was changed.*cp .*index.json.bak"):
+        reg.promote("v1")
+    assert index.read_text() == '{"versions": [ {"version": "v1"'
+    # the backup is the index before the last update and restores a working registry
+    (tmp_path / "reg" / "index.json.bak").replace(index)
+    assert [v.version for v in reg.versions()] == ["v1"]
+
+
+def test_a_registry_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RegistryError, match="is a file"):
+        Registry(tmp_path / "file")
+
+
+def _register_many(args: tuple[str, str, int]) -> list[str]:
+    root, model, count = args
+    reg = Registry(root)
+    return [reg.register(model).version for _ in range(count)]
+
+
+def test_concurrent_processes_get_distinct_versions(tmp_path: Path) -> None:
+    model = _model(tmp_path, "a")
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        results = pool.map(_register_many, [(str(tmp_path / "reg"), str(model), 5)] * 2)
+    versions = sorted(v for chunk in results for v in chunk)
+    assert len(set(versions)) == 10
+    assert sorted(v.version for v in Registry(tmp_path / "reg").versions()) == versions
+    assert len(Registry(tmp_path / "reg").history()) == 10
