@@ -337,19 +337,16 @@ class Architecture:
         meta = ((config or {}).get("configurable") or {}).get("run_metadata") or {}
         task = state["task"]
         final = state.get("final") or {}
-        usage = state.get("usage") or {}
+        record = _record(state)
         trajectory = Trajectory(
             id=run_id, architecture=self.name, model_id=self.model_id, task=task,
             rubric=_rubric_dict(self.rubric_for(task, config)),
-            exemplar_ids=[e["id"] for e in state.get("exemplars", [])],
-            reflection_ids=[r["id"] for r in state.get("reflections", [])],
-            rounds=[Round(**r) for r in state.get("rounds", [])],
-            final_output=final.get("draft"), final_score=final.get("score"),
-            accepted=bool(final) and self.accepts(final),
-            archived=bool(state.get("archived")), stop_reason=state.get("stop_reason"),
+            exemplar_ids=record["exemplar_ids"], reflection_ids=record["reflection_ids"],
+            rounds=record["rounds"], final_output=final.get("draft"),
+            final_score=final.get("score"), accepted=bool(final) and self.accepts(final),
+            archived=record["archived"], stop_reason=state.get("stop_reason"),
             latency_s=round(time.time() - state.get("started_at", time.time()), 4),
-            usage=TokenUsage(**{k: usage.get(k, 0) for k in TokenUsage.model_fields}),
-            errors=list(state.get("errors", [])),
+            usage=record["usage"], errors=record["errors"],
             user_id_hash=meta.get("user_id_hash"), consent=meta.get("consent"),
             metadata=meta.get("metadata") or {},
         )
@@ -358,18 +355,15 @@ class Architecture:
 
     def _result(self, task: str, state: dict[str, Any], elapsed: float) -> RunResult:
         final = state.get("final") or {}
-        usage = state.get("usage") or {}
+        record = _record(state)
         return RunResult(
             task=task, output=final.get("draft"), score=final.get("score"),
             features=final.get("features", {}), passed=bool(final.get("passed")),
-            iterations=len(state.get("rounds", [])), archived=bool(state.get("archived")),
-            stop_reason=state.get("stop_reason"),
-            trace=[Round(**r) for r in state.get("rounds", [])],
+            iterations=len(record["rounds"]), archived=record["archived"],
+            stop_reason=state.get("stop_reason"), trace=record["rounds"],
             trajectory_id=state.get("trajectory_id"),
-            exemplar_ids=[e["id"] for e in state.get("exemplars", [])],
-            reflection_ids=[r["id"] for r in state.get("reflections", [])],
-            usage=TokenUsage(**{k: usage.get(k, 0) for k in TokenUsage.model_fields}),
-            latency_s=round(elapsed, 4), errors=list(state.get("errors", [])),
+            exemplar_ids=record["exemplar_ids"], reflection_ids=record["reflection_ids"],
+            usage=record["usage"], latency_s=round(elapsed, 4), errors=record["errors"],
         )
 
     # -- running --------------------------------------------------------------
@@ -487,6 +481,19 @@ def _round(iteration: int, draft: str, critique: Critique, seconds: float) -> di
             "passed": critique.passed, "features": dict(critique.values),
             "critique": critique.critique, "overall_score": critique.overall_score,
             "feedback": critique.feedback, "latency_s": round(seconds, 4)}
+
+
+def _record(state: dict[str, Any]) -> dict[str, Any]:
+    """What a trajectory and a RunResult both report about a finished state."""
+    usage = state.get("usage") or {}
+    return {
+        "rounds": [Round(**r) for r in state.get("rounds", [])],
+        "exemplar_ids": [e["id"] for e in state.get("exemplars", [])],
+        "reflection_ids": [r["id"] for r in state.get("reflections", [])],
+        "usage": TokenUsage(**{k: usage.get(k, 0) for k in TokenUsage.model_fields}),
+        "archived": bool(state.get("archived")),
+        "errors": list(state.get("errors", [])),
+    }
 
 
 def best_round(rounds: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
