@@ -33,7 +33,8 @@ demo: setup
 	$(BIN)/agentic-loop demo
 
 # Each bench writes bench/results/<name>.json; summary.py collects them into bench/README.md.
-bench: setup
+# The serving bench needs the vLLM venv (`make vllm`, ~5 min and 3.4 GB the first time).
+bench: setup vllm
 	$(BIN)/python bench/models.py
 	$(BIN)/python bench/judges.py
 	$(BIN)/python bench/archive.py
@@ -41,9 +42,10 @@ bench: setup
 	$(BIN)/python bench/pii.py
 	$(BIN)/python bench/train.py
 	$(BIN)/python bench/quality.py --quick
+	$(BIN)/python bench/serve.py
 	$(BIN)/python bench/summary.py
 
-# vLLM throughput against in-process transformers (needs `make vllm` first).
+# vLLM throughput against in-process transformers, on its own.
 bench-serve: setup vllm
 	$(BIN)/python bench/serve.py
 

@@ -109,8 +109,8 @@ class CorpusEmbedder:
 
 def percentiles(ms: list[float]) -> dict[str, float]:
     ordered = sorted(ms)
-    p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-    return {"p50": round(statistics.median(ordered), 3), "p99": round(p(0.99), 3), "n": len(ordered)}
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return {"p50": round(statistics.median(ordered), 3), "p99": round(p99, 3), "n": len(ordered)}
 
 
 def timed(fn, *args, **kwargs) -> tuple[float, object]:

@@ -19,7 +19,7 @@ import json
 import os
 import platform
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results" / "loop.json"
@@ -114,7 +114,7 @@ def main() -> None:
         over["overhead_per_node_us"] * over["nodes_per_loop"] / 1e6 / embedded_loop_s, 6)
     result = {
         "bench": "loop",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "quick": args.quick,
         "overhead": over,

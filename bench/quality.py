@@ -11,7 +11,10 @@ Everything is scored on held-out tasks with each task's own constraint rubric
 
 * ``fixed reply``: always the same answer ("42"), so the other rows can be read;
 * ``single-shot``: ``Reflection(max_iterations=1)``, the baseline every ratio uses;
-* ``Reflection``; ``ArchiveRefine (cold)`` on an empty archive; ``Reflexion`` on
+* ``Reflection``, and ``Reflection (resample)``: the same loop with
+  ``refine="resample"`` (each new round asks the first prompt again instead of
+  showing the model its failed draft), which isolates what the feedback adds;
+* ``ArchiveRefine (cold)`` on an empty archive; ``Reflexion`` on
   an empty reflection memory (both fill online during the held-out run);
 * ``ArchiveRefine (warm)``: on a copy of the archive filled by running
   ArchiveRefine on the *train* tasks first;
@@ -317,6 +320,7 @@ class Bench:
         self.held_phase(BASELINE, Reflection(self.llm, max_iterations=1,
                                              target_score=self.opts.target_score))
         self.held_phase("Reflection", Reflection(self.llm, **common))
+        self.held_phase("Reflection (resample)", Reflection(self.llm, refine="resample", **common))
         self.held_phase("ArchiveRefine (cold)",
                         ArchiveRefine(self.llm, archive=self.archive("archive-cold"), **common))
         memory = ReflexionMemory(self.work / "reflections", embedder=self.embedder,

@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     **{name: "agentic_loop.architectures" for name in (
         "Reflection", "ArchiveRefine", "RLHFSelfImprovement", "Reflexion", "RunResult",
         "TaskError", "create_reflection_graph", "create_archive_refine_graph",
-        "create_reflexion_graph")},
+        "create_reflexion_graph", "create_architecture")},
     **{name: "agentic_loop.trajectories" for name in ("Trajectory", "TrajectoryLog")},
     **{name: "agentic_loop.distill" for name in (
         "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError")},

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -32,10 +32,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, PrivateAttr
 
-TextScript = Union[str, BaseException, Callable[[list[BaseMessage]], str]]
-StructuredScript = Union[
-    Mapping[str, Any], BaseModel, BaseException, Callable[[type[BaseModel], list[BaseMessage]], Any]
-]
+TextScript = str | BaseException | Callable[[list[BaseMessage]], str]
+StructuredScript = (Mapping[str, Any] | BaseModel | BaseException
+                    | Callable[[type[BaseModel], list[BaseMessage]], Any])
 
 __all__ = ["ScriptedCall", "ScriptedChatModel", "ScriptExhausted"]
 

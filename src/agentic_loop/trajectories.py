@@ -29,7 +29,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,7 +51,7 @@ Feedback = Literal["up", "down"]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def hash_user_id(user_id: str, salt: str | None = None) -> str:

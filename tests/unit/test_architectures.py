@@ -12,11 +12,13 @@ from langgraph.graph import END, StateGraph
 from typing_extensions import TypedDict
 
 from agentic_loop.architectures import (
+    ARCHITECTURES,
     ArchiveRefine,
     Reflection,
     Reflexion,
     RunResult,
     TaskError,
+    create_architecture,
     create_archive_refine_graph,
     create_reflection_graph,
     task_rubric,
@@ -48,6 +50,33 @@ def test_refine_prompt_carries_the_failed_check():
     Reflection(llm, rubric=NO_WE).run("A tagline for a bookstore.")
     refine_prompt = llm.calls[1].prompt
     assert "We sell books" in refine_prompt and 'Do not use the words "we"' in refine_prompt
+
+
+def test_resample_refine_asks_the_first_prompt_again_without_the_failed_draft():
+    llm = ScriptedChatModel(responses=["We sell books", "Stories on every shelf"])
+    result = Reflection(llm, rubric=NO_WE, refine="resample").run("Tagline for a bookstore.")
+    assert result.output == "Stories on every shelf" and result.iterations == 2
+    first, second = (c.prompt for c in llm.calls)
+    assert second == first and "We sell books" not in second
+
+
+def test_unknown_refine_mode_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="feedback, resample.*'rewrite'"):
+        Reflection(ScriptedChatModel(), refine="rewrite")
+
+
+def test_create_architecture_gives_each_its_own_store(tmp_path):
+    archive, lessons = str(tmp_path / "archive"), str(tmp_path / "lessons")
+    llm = ScriptedChatModel()
+    built = {name: create_architecture(name, llm, archive=archive, reflections=lessons,
+                                       max_iterations=2) for name in ARCHITECTURES}
+    assert type(built["archive_refine"]) is ArchiveRefine
+    assert built["archive_refine"].archive.path == tmp_path / "archive"
+    assert type(built["reflexion"]) is Reflexion
+    assert built["reflexion"].memory.path == tmp_path / "lessons"
+    assert all(a.max_iterations == 2 for a in built.values())
+    with pytest.raises(ValueError, match="unknown architecture 'self_refine'"):
+        create_architecture("self_refine", llm)
 
 
 def test_max_iterations_bounds_the_loop_and_the_best_draft_wins():

@@ -183,9 +183,11 @@ def test_search_min_score_where_and_mmr(archive: Archive) -> None:
     assert plain[0].entry == diverse[0].entry
     assert [h.entry for h in archive.search(query, k=3, mmr=1.0)] == [h.entry for h in plain]
     # lambda 0 maximises spread: the picked tasks are less similar to each other than the top-3
-    vecs = lambda hits: archive.embedder.embed([h.entry.task for h in hits])
-    spread = lambda v: float(np.mean(v @ v.T))
-    assert spread(vecs(diverse)) < spread(vecs(plain))
+    def spread(hits):
+        vecs = archive.embedder.embed([h.entry.task for h in hits])
+        return float(np.mean(vecs @ vecs.T))
+
+    assert spread(diverse) < spread(plain)
 
 
 def test_search_on_an_empty_archive_returns_nothing(archive: Archive) -> None:

@@ -71,6 +71,12 @@ def test_run_with_an_unknown_architecture():
     assert result.exit_code == 2 and "unknown architecture" in result.output
 
 
+def test_run_with_an_unknown_refine_mode_fails_before_loading_a_model():
+    result = runner.invoke(app, ["run", "hello", "--refine", "rewrite", "--model", "local:/nope"])
+    assert result.exit_code == 2 and "unknown --refine 'rewrite'" in result.output
+    assert "feedback, resample" in result.output
+
+
 def test_run_with_a_missing_model_dir(tmp_path):
     result = runner.invoke(app, ["run", "hello", "--arch", "reflection",
                                  "--model", f"local:{tmp_path / 'none'}"])

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentic_loop.models import StructuredOutputError, load_chat_model
 from agentic_loop.models.grammar import PLAIN_TEXT_PATTERN, constrained_json_schema
 from agentic_loop.models.structured import parse_structured
-from agentic_loop.testing import ScriptExhausted, ScriptedChatModel
+from agentic_loop.testing import ScriptedChatModel, ScriptExhausted
 
 
 class Review(BaseModel):

@@ -21,10 +21,12 @@ from agentic_loop.architectures.archive_refine import (
     create_archive_refine_graph,
 )
 from agentic_loop.architectures.base import Architecture, RunResult, TaskError, task_rubric
+from agentic_loop.architectures.by_name import ARCHITECTURES, create_architecture
 from agentic_loop.architectures.reflection import Reflection, create_reflection_graph
 from agentic_loop.architectures.reflexion import ReflectionNote, Reflexion, create_reflexion_graph
 
 __all__ = [
+    "ARCHITECTURES",
     "Architecture",
     "ArchiveRefine",
     "RLHFSelfImprovement",
@@ -33,6 +35,7 @@ __all__ = [
     "Reflexion",
     "RunResult",
     "TaskError",
+    "create_architecture",
     "create_archive_refine_graph",
     "create_reflection_graph",
     "create_reflexion_graph",

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -54,6 +54,8 @@ __all__ = ["Architecture", "RunResult", "TaskError", "task_rubric"]
 #: Check features outweigh judged ones: a 135M judge says "true" to nearly anything.
 TASK_CHECK_WEIGHT = 4.0
 DEFAULT_MAX_TASK_CHARS = 8_000
+RefineMode = Literal["feedback", "resample"]
+REFINE_MODES: tuple[str, ...] = get_args(RefineMode)
 
 
 class TaskError(ValueError):
@@ -114,6 +116,12 @@ class Architecture:
         plateau_patience: stop when this many rounds in a row fail to beat
             the best score by ``min_improvement``.
         trajectories: a :class:`TrajectoryLog` (or a path) each run appends to.
+        refine: how a failed draft is followed up. ``"feedback"`` (Self-Refine) shows
+            the model its draft and what failed; ``"resample"`` asks the first prompt
+            again for a fresh draft (rejection sampling against the same checks).
+            Small models tend to copy or talk about a draft they are shown, and
+            resampling helped the embedded 135M model more (bench/results/quality.json);
+            capable models use feedback well.
         critique_text: also ask the judge for a free-text critique (off by default:
             failed checks already say what to fix, and a small model's critique
             text is mostly noise; bench/results/judges.json).
@@ -136,6 +144,7 @@ class Architecture:
         plateau_patience: int = 2,
         min_improvement: float = 0.01,
         trajectories: TrajectoryLog | str | None = None,
+        refine: RefineMode = "feedback",
         critique_text: bool = False,
         critic_retries: int = 2,
         llm_retries: int = 2,
@@ -158,6 +167,9 @@ class Architecture:
         self.max_iterations = int(max_iterations)
         self.plateau_patience = int(plateau_patience)
         self.min_improvement = float(min_improvement)
+        if refine not in REFINE_MODES:
+            raise ValueError(f"refine must be one of {', '.join(REFINE_MODES)}, got {refine!r}")
+        self.refine: RefineMode = refine
         self.trajectories = (TrajectoryLog(trajectories) if isinstance(trajectories, str)
                              else trajectories)
         self.critique_text = critique_text
@@ -256,13 +268,17 @@ class Architecture:
         return {"run_id": uuid.uuid4().hex, "started_at": time.time()}
 
     # -- nodes ----------------------------------------------------------------
+    def _first_messages(self, state: LoopState, config: RunnableConfig) -> list[BaseMessage]:
+        """The prompt of a fresh draft: task, requirements, exemplars, lessons."""
+        task = state["task"]
+        return generate_messages(task, self.requirements(task, config),
+                                 state.get("exemplars", ()), state.get("reflections", ()),
+                                 vary_structure=bool(state.get("exemplars")))
+
     def _generate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         update = self._start(state)
-        task = state["task"]
-        messages = generate_messages(task, self.requirements(task, config),
-                                     state.get("exemplars", ()), state.get("reflections", ()),
-                                     vary_structure=bool(state.get("exemplars")))
-        update.update(draft=self._call(messages, config, 0), iteration=0)
+        update.update(draft=self._call(self._first_messages(state, config), config, 0),
+                      iteration=0)
         return update
 
     def _critique(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
@@ -277,8 +293,9 @@ class Architecture:
     def _refine(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         task, last = state["task"], state["rounds"][-1]
         iteration = state.get("iteration", 0) + 1
-        messages = refine_messages(task, last["draft"], last.get("feedback") or "",
-                                   self.requirements(task, config))
+        messages = (self._first_messages(state, config) if self.refine == "resample" else
+                    refine_messages(task, last["draft"], last.get("feedback") or "",
+                                    self.requirements(task, config)))
         return {"draft": self._call(messages, config, iteration), "iteration": iteration}
 
     def _route(self, state: LoopState) -> str:

@@ -33,7 +33,7 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.architectures.base import Architecture, _round
-from agentic_loop.architectures.prompts import generate_messages, reflect_messages
+from agentic_loop.architectures.prompts import reflect_messages
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.judges import Critique
 from agentic_loop.memory import ReflexionMemory
@@ -52,6 +52,9 @@ class ReflectionNote(BaseModel):
 
 class Reflexion(Architecture):
     """Retry with verbal reflections. ``max_iterations`` is the number of trials.
+
+    Every trial is a fresh draft from the task and the lessons (never the failed
+    draft itself), so the ``refine`` option of :class:`Architecture` does not apply.
 
     Args (beyond :class:`Architecture`):
         memory: a :class:`~agentic_loop.memory.ReflexionMemory` or a path to one.
@@ -102,11 +105,9 @@ class Reflexion(Architecture):
         return update
 
     def _attempt(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        task = state["task"]
         iteration = len(state.get("rounds", []))
-        messages = generate_messages(task, self.requirements(task, config),
-                                     reflections=state.get("reflections", ()))
-        return {"draft": self._call(messages, config, iteration), "iteration": iteration}
+        return {"draft": self._call(self._first_messages(state, config), config, iteration),
+                "iteration": iteration}
 
     def _evaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         task, draft = state["task"], state["draft"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -17,7 +17,7 @@ archive_app = typer.Typer(help="Inspect and tend an archive of accepted outputs.
 app.add_typer(archive_app, name="archive")
 
 ArchiveDir = Annotated[Path, typer.Option("--archive", help="Archive dir.")]
-Namespace = Annotated[Optional[str], typer.Option(help="Namespace inside the archive.")]
+Namespace = Annotated[str | None, typer.Option(help="Namespace inside the archive.")]
 
 
 def open_archive(path: Path, namespace: str | None):
@@ -48,7 +48,7 @@ def show(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None
 
 @archive_app.command("stats")
 def stats(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
-          plot: Annotated[Optional[Path], typer.Option(help="Write archive growth as PNG.")] = None
+          plot: Annotated[Path | None, typer.Option(help="Write archive growth as PNG.")] = None
           ) -> None:
     """Count, score distribution, growth and drift. Example: agentic-loop archive stats --plot growth.png"""
     store = open_archive(archive, namespace)
@@ -80,9 +80,9 @@ def search(query: str, archive: ArchiveDir = Path("data/archive"), namespace: Na
 
 @archive_app.command("prune")
 def prune(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
-          max_entries: Annotated[Optional[int], typer.Option(min=0)] = None,
-          min_score: Annotated[Optional[float], typer.Option(min=0, max=10)] = None,
-          older_than_days: Annotated[Optional[float], typer.Option(min=0)] = None) -> None:
+          max_entries: Annotated[int | None, typer.Option(min=0)] = None,
+          min_score: Annotated[float | None, typer.Option(min=0, max=10)] = None,
+          older_than_days: Annotated[float | None, typer.Option(min=0)] = None) -> None:
     """Drop low-scoring, old or surplus entries (atomic). Example: agentic-loop archive prune --min-score 7"""
     store = open_archive(archive, namespace)
     result = store.prune(max_entries=max_entries, min_score=min_score,

@@ -69,7 +69,8 @@ def eval_command(
 
         agentic-loop eval --baseline local --candidate local:runs/m1 --golden golden.jsonl --arch reflection
     """
-    from agentic_loop.distill.evaluate import ARCHITECTURES, evaluate_models
+    from agentic_loop.architectures import ARCHITECTURES
+    from agentic_loop.distill.evaluate import evaluate_models
 
     if arch is not None and arch not in ARCHITECTURES:
         fail(f"--arch must be one of {', '.join(ARCHITECTURES)}, got {arch!r}.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,44 +13,47 @@ from rich.table import Table
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, fail
 
-ARCHITECTURES = ("reflection", "archive_refine", "reflexion")
-
 
 def build_architecture(arch: str, model: str, *, archive: Path, reflections: Path,
                        trajectories: Path | None, target_score: float, max_iterations: int,
-                       max_tokens: int):
-    """The architecture named ``arch`` on ``model`` (shared by ``run``, ``eval`` and the demo)."""
-    from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
+                       max_tokens: int, refine: str = "feedback"):
+    """The architecture named ``arch`` on ``model``, or a clean CLI error."""
+    from agentic_loop.architectures import ARCHITECTURES, create_architecture
+    from agentic_loop.architectures.base import REFINE_MODES
     from agentic_loop.models import ModelError, load_chat_model
     from agentic_loop.trajectories import TrajectoryLog
 
     if arch not in ARCHITECTURES:
         fail(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
+    if refine not in REFINE_MODES:
+        fail(f"unknown --refine {refine!r}; choose one of {', '.join(REFINE_MODES)}")
     try:
         llm = load_chat_model(model, max_tokens=max_tokens)
     except ModelError as exc:
         fail(str(exc))
-    common = {"target_score": target_score, "max_iterations": max_iterations,
-              "trajectories": TrajectoryLog(trajectories) if trajectories else None}
-    if arch == "archive_refine":
-        return ArchiveRefine(llm, archive=str(archive), **common)
-    if arch == "reflexion":
-        return Reflexion(llm, memory=str(reflections), **common)
-    return Reflection(llm, **common)
+    try:
+        return create_architecture(
+            arch, llm, archive=str(archive), reflections=str(reflections), refine=refine,
+            target_score=target_score, max_iterations=max_iterations,
+            trajectories=TrajectoryLog(trajectories) if trajectories else None)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 @app.command()
 def run(
-    task: Annotated[Optional[list[str]], typer.Argument(help="Task text(s) to run.")] = None,
-    tasks: Annotated[Optional[Path], typer.Option("--tasks", help="JSONL task file: "
+    task: Annotated[list[str] | None, typer.Argument(help="Task text(s) to run.")] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="JSONL task file: "
                      '{"task": ..., "constraints": {...}} per line, or plain lines.')] = None,
     arch: Annotated[str, typer.Option(help="reflection | archive_refine | reflexion")] = "archive_refine",
     model: Annotated[str, typer.Option(help='Model spec: "local", "local:DIR", "openai:URL".')] = "local",
     archive: Annotated[Path, typer.Option(help="Archive dir (archive_refine).")] = Path("data/archive"),
     reflections: Annotated[Path, typer.Option(help="Reflexion memory dir.")] = Path("data/reflections"),
-    trajectories: Annotated[Optional[Path], typer.Option(help="Trajectory log dir.")] = Path("data/trajectories"),
+    trajectories: Annotated[Path | None, typer.Option(help="Trajectory log dir.")] = Path("data/trajectories"),
     target_score: Annotated[float, typer.Option(min=0, max=10)] = 8.0,
     max_iterations: Annotated[int, typer.Option(min=1, max=20)] = 3,
+    refine: Annotated[str, typer.Option(help="feedback (show the draft and what failed) | "
+                      "resample (ask again; better for very small models)")] = "feedback",
     max_tokens: Annotated[int, typer.Option(min=1, max=8192)] = 96,
     concurrency: Annotated[int, typer.Option(min=1, max=64)] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON lines.")] = False,
@@ -74,7 +77,8 @@ def run(
         fail("no task given: pass task text or --tasks FILE")
     architecture = build_architecture(arch, model, archive=archive, reflections=reflections,
                                       trajectories=trajectories, target_score=target_score,
-                                      max_iterations=max_iterations, max_tokens=max_tokens)
+                                      max_iterations=max_iterations, max_tokens=max_tokens,
+                                      refine=refine)
     results = run_specs(architecture, specs, concurrency=concurrency, quiet=as_json)
     if as_json:
         for r in results:

@@ -18,7 +18,11 @@ Example:
 from agentic_loop.distill.curate import CurationLog, FilterStep
 from agentic_loop.distill.datasets import Message, PairRow, SftRow, preference_pairs, sft_rows
 from agentic_loop.distill.errors import EmptyExportError, ExportError
+
+# Training, evaluation, registry and serving load torch/TRL lazily inside their functions.
+from agentic_loop.distill.evaluate import EvalReport, evaluate_models  # noqa: E402
 from agentic_loop.distill.export import ExportProgress, ExportReport, export_datasets
+from agentic_loop.distill.gate import Decision, GateDecision, gate  # noqa: E402
 from agentic_loop.distill.pii import (
     DEFAULT_ENTITIES,
     DEFAULT_PHONE_REGIONS,
@@ -27,13 +31,9 @@ from agentic_loop.distill.pii import (
     PiiReport,
     Redaction,
 )
-from agentic_loop.distill.samples import Sample, trajectory_samples
-
-# Training, evaluation, registry and serving load torch/TRL lazily inside their functions.
-from agentic_loop.distill.evaluate import EvalReport, evaluate_models  # noqa: E402
-from agentic_loop.distill.gate import Decision, GateDecision, gate  # noqa: E402
 from agentic_loop.distill.pipeline import distill_loop  # noqa: E402
 from agentic_loop.distill.registry import Registry, RegistryError  # noqa: E402
+from agentic_loop.distill.samples import Sample, trajectory_samples
 from agentic_loop.distill.serve import VLLMServer, serve, serve_registered  # noqa: E402
 from agentic_loop.distill.train import TrainResult, train  # noqa: E402
 

@@ -49,10 +49,7 @@ from agentic_loop.distill.gate import Decision, GateDecision, gate
 from agentic_loop.distill.golden import GoldenTask, load_golden
 from agentic_loop.distill.model_dirs import ModelDirError, resolve_model_dir
 
-__all__ = ["ARCHITECTURES", "EvalReport", "TaskScores", "combine_decisions", "evaluate_models"]
-
-#: ``arch=`` names.
-ARCHITECTURES = ("reflection", "archive_refine", "reflexion")
+__all__ = ["EvalReport", "TaskScores", "combine_decisions", "evaluate_models"]
 
 
 @dataclass
@@ -152,16 +149,12 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
 def _architecture(arch: str, llm: BaseChatModel, task: GoldenTask, workdir: Path,
                   max_iterations: int, arch_kwargs: dict[str, Any]) -> Any:
-    from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
+    from agentic_loop.architectures import create_architecture
 
     kwargs = {"max_iterations": max_iterations, **arch_kwargs}
-    if arch == "reflection":
-        return Reflection(llm, rubric=task.rubric, **kwargs)
-    if arch == "archive_refine":
-        kwargs.setdefault("archive", str(workdir / "archive"))
-        return ArchiveRefine(llm, rubric=task.rubric, **kwargs)
-    kwargs.setdefault("memory", str(workdir / "reflections"))
-    return Reflexion(llm, rubric=task.rubric, **kwargs)
+    kwargs.setdefault("archive", str(workdir / "archive"))
+    kwargs.setdefault("reflections", kwargs.pop("memory", str(workdir / "reflections")))
+    return create_architecture(arch, llm, rubric=task.rubric, **kwargs)
 
 
 def _single_shot(llm: BaseChatModel, judge: BaseChatModel, golden: Sequence[GoldenTask],
@@ -253,9 +246,11 @@ def evaluate_models(
         diversity_check: measure output diversity (loads the embedder).
         plot_path: where to write the before/after PNG (``None``: no plot).
     """
+    from agentic_loop.architectures import ARCHITECTURES
+    from agentic_loop.models import load_chat_model
+
     if arch is not None and arch not in ARCHITECTURES:
         raise ValueError(f"arch (--arch) must be one of {', '.join(ARCHITECTURES)}, got {arch!r}.")
-    from agentic_loop.models import load_chat_model
 
     golden = load_golden(golden_tasks) if isinstance(golden_tasks, (str, os.PathLike)) else list(golden_tasks)
     if not golden:
