@@ -157,8 +157,10 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
 
     test_ids = {t.task for t in test_tasks}
     base_held = [r for r in base_single if r.task in test_ids]
+    # these ran inside the single-shot phase; its wall time is split by task share, since the
+    # sum of their latencies would count concurrent seconds twice
     phases.append(_phase("single-shot, base (held-out)", base_held,
-                         sum(r.latency_s or 0 for r in base_held)))
+                         phases[0].seconds * len(base_held) / max(1, len(base_single))))
     run_phase("single-shot, distilled (held-out)",
               Reflection(candidate, max_iterations=1, **common), test_tasks)
     order = {t.task: i for i, t in enumerate(test_tasks)}
