@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.memory import HashingEmbedder, Reflection, ReflexionMemory
+from agentic_loop.memory import HashingEmbedder, ReflectionEntry, ReflexionMemory
 
 EMB = HashingEmbedder(dim=128)
 
@@ -20,7 +20,7 @@ def test_add_search_and_len(tmp_path: Path) -> None:
     memory.add("Write a haiku about rain", "Count syllables: 5, 7, 5.", outcome="format error")
     assert first.status == "added" and len(memory) == 2
     hit = memory.search("Sum the amounts in the invoice table", k=1)[0]
-    assert isinstance(hit.entry, Reflection)
+    assert isinstance(hit.entry, ReflectionEntry)
     assert (hit.entry.reflection, hit.entry.failure_summary, hit.entry.outcome, hit.entry.trial,
             hit.entry.metadata) == ("Read every row before adding.", "total off by 12.50", "wrong answer", 1,
                                     {"run": "r1"})
@@ -42,7 +42,7 @@ def test_persists_and_is_shared_between_instances(tmp_path: Path) -> None:
 def test_prune_keeps_the_newest(tmp_path: Path) -> None:
     memory = ReflexionMemory(tmp_path, embedder=EMB)
     old = datetime.now(UTC) - timedelta(days=10)
-    memory.add_many([Reflection(task=f"task {i}", reflection=f"lesson {i}", created_at=old + timedelta(hours=i))
+    memory.add_many([ReflectionEntry(task=f"task {i}", reflection=f"lesson {i}", created_at=old + timedelta(hours=i))
                      for i in range(5)])
     memory.add("recent task", "recent lesson")
     assert memory.prune(older_than=timedelta(days=1)).removed == 5

@@ -18,7 +18,7 @@ from agentic_loop.memory.archive import Archive
 from agentic_loop.memory.collection import PruneResult
 from agentic_loop.memory.embeddings import Embedder, EmbedderError, HashingEmbedder, TextEmbedder
 from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError, EmbedderMismatchError
-from agentic_loop.memory.records import AddResult, ArchiveEntry, Reflection, SearchHit
+from agentic_loop.memory.records import AddResult, ArchiveEntry, ReflectionEntry, SearchHit
 from agentic_loop.memory.reflexion import ReflexionMemory
 from agentic_loop.memory.stats import ArchiveStats
 from agentic_loop.memory.store import ArchiveStore
@@ -36,7 +36,7 @@ __all__ = [
     "EmbedderMismatchError",
     "HashingEmbedder",
     "PruneResult",
-    "Reflection",
+    "ReflectionEntry",
     "ReflexionMemory",
     "SearchHit",
     "TextEmbedder",

@@ -2,7 +2,7 @@
 
 Every record has an ``id``, timestamps and free ``metadata``, plus the text
 it is retrieved by (``task``). An :class:`ArchiveEntry` is an accepted
-output with its score and features; a :class:`Reflection` is a verbal
+output with its score and features; a :class:`ReflectionEntry` is a verbal
 lesson drawn from a failed attempt. Records are immutable: a change is a
 new version with the same ``id`` (see ``Archive.add(..., id=...)``).
 
@@ -41,7 +41,7 @@ __all__ = [
     "AddResult",
     "ArchiveEntry",
     "MemoryRecord",
-    "Reflection",
+    "ReflectionEntry",
     "SearchHit",
     "Tombstone",
     "log_record_type",
@@ -129,7 +129,7 @@ class ArchiveEntry(MemoryRecord):
     trajectory_id: str | None = None
 
 
-class Reflection(MemoryRecord):
+class ReflectionEntry(MemoryRecord):
     """A verbal lesson from a failed attempt (Reflexion), retrieved for similar tasks."""
 
     task: Text

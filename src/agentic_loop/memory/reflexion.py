@@ -4,7 +4,7 @@ Reflexion (Shinn et al., 2023) turns a failure into a short written lesson
 ("the answer must be the last number; I ended with a sentence") and shows
 the lessons of similar past tasks to the next attempt. This is the same
 durable, shared, similarity-searched store as the archive, holding
-:class:`~agentic_loop.memory.records.Reflection` records.
+:class:`~agentic_loop.memory.records.ReflectionEntry` records.
 
 Example:
     >>> import tempfile
@@ -30,19 +30,19 @@ from typing import Any
 from agentic_loop.memory.collection import PruneResult, RecordCollection, choose_kept
 from agentic_loop.memory.embeddings import TextEmbedder
 from agentic_loop.memory.layout import Namespace
-from agentic_loop.memory.records import AddResult, Reflection
+from agentic_loop.memory.records import AddResult, ReflectionEntry
 
 __all__ = ["ReflexionMemory"]
 
 
-class ReflexionMemory(RecordCollection[Reflection]):
+class ReflexionMemory(RecordCollection[ReflectionEntry]):
     """A persistent store of reflections, searched by task similarity.
 
     Arguments as for :class:`~agentic_loop.memory.archive.Archive`, without
     duplicate rejection: the same lesson drawn again is evidence, not noise.
     """
 
-    record_type = Reflection
+    record_type = ReflectionEntry
     kind = "reflexion"
 
     def __init__(
@@ -77,7 +77,7 @@ class ReflexionMemory(RecordCollection[Reflection]):
         trial: int = 0,
         metadata: Mapping[str, Any] | None = None,
         id: str | None = None,
-    ) -> AddResult[Reflection]:
+    ) -> AddResult[ReflectionEntry]:
         """Store one reflection durably (fsync'd before returning)."""
         fields: dict[str, Any] = {
             "task": task,
