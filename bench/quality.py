@@ -401,10 +401,12 @@ class Bench:
 
 def machine() -> dict[str, Any]:
     """Where the numbers were taken; the load says how quiet the machine was."""
+    from agentic_loop.models.local import default_num_threads
+
     return {"cpus": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(),
             "load_avg_1m": round(os.getloadavg()[0], 2),
-            "torch_threads": os.environ.get("AGENTIC_LOOP_TORCH_THREADS", "1 (default)")}
+            "torch_threads": default_num_threads()}
 
 
 def finish(bench: Bench, mode: str, started: float, at_start: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,6 @@ def write_dataset(folder: Path) -> None:
 
 
 def worker(method: str, lora: bool, steps: int, data: str) -> dict:
-    os.environ.setdefault("AGENTIC_LOOP_TORCH_THREADS", "1")
     from agentic_loop.distill.train import train
 
     with tempfile.TemporaryDirectory() as out:
@@ -105,6 +104,8 @@ def main() -> None:
                                   str(steps), data], capture_output=True, text=True, check=True)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(f"  {rows[-1]['tokens_per_s']} tokens/s, {rows[-1]['s_per_step']} s/step", flush=True)
+    from agentic_loop.models.local import default_num_threads
+
     baseline = rows[0]["tokens_per_s"]
     for row in rows:
         row["ratio_vs_sft_full"] = round(row["tokens_per_s"] / baseline, 3) if baseline else None
@@ -115,7 +116,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
         "setup": {"model": "embedded SmolLM2-135M-Instruct", "batch_size": 4, "max_length": 128,
-                  "steps": steps, "dtype": "fp32", "torch_threads": 1, "rows": len(ROWS) * 2},
+                  "steps": steps, "dtype": "fp32", "torch_threads": default_num_threads(), "rows": len(ROWS) * 2},
         "results": rows,
         "ratios": {
             "sft_lora_vs_full": round(by[("sft", True)] / by[("sft", False)], 3),

@@ -58,18 +58,36 @@ _ENGINES: dict[tuple[str, str, str], GenerationEngine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def default_num_threads() -> int:
-    """Torch intra-op threads: ``$AGENTIC_LOOP_TORCH_THREADS``, else 1.
+#: What torch picked for this machine (its physical cores) before anything changed it.
+_TORCH_THREADS = torch.get_num_threads()
 
-    On a shared 2-core machine one thread beat two (bench/results/models.json):
-    the second core is better spent on the embedder, the checks and the OS.
+
+def default_num_threads() -> int:
+    """Torch intra-op threads: ``$AGENTIC_LOOP_TORCH_THREADS``, else torch's own default.
+
+    On a quiet 2-core machine two threads decoded 1.57x the tokens/s of one
+    (bench/results/models.json). When other heavy processes share the cores,
+    the threads contend (two ran at 0.43x of one under load): set
+    ``AGENTIC_LOOP_TORCH_THREADS=1`` there.
+
+    >>> default_num_threads() >= 1
+    True
     """
-    return int(os.environ.get("AGENTIC_LOOP_TORCH_THREADS", "1"))
+    env = os.environ.get("AGENTIC_LOOP_TORCH_THREADS")
+    if env is None:
+        return max(1, _TORCH_THREADS)
+    try:
+        threads = int(env)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"AGENTIC_LOOP_TORCH_THREADS must be a whole number >= 1, got {env!r}.")
+    return threads
 
 
 def default_dtype(device: str) -> torch.dtype:
-    """bf16 on GPU; fp32 on CPU, which bench/results/models.json measured faster there
-    (and which keeps batched greedy decoding identical to one-by-one decoding)."""
+    """bf16 on GPU; fp32 on CPU: as fast as bf16 there (bench/results/models.json), and
+    batched greedy decoding stays identical to one-by-one decoding."""
     env = os.environ.get("AGENTIC_LOOP_DTYPE")
     if env:
         return getattr(torch, env)
