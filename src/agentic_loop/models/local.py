@@ -65,7 +65,7 @@ _TORCH_THREADS = torch.get_num_threads()
 def default_num_threads() -> int:
     """Torch intra-op threads: ``$AGENTIC_LOOP_TORCH_THREADS``, else torch's own default.
 
-    On a quiet 2-core machine two threads decoded 1.57x the tokens/s of one
+    On a quiet 2-core machine two threads decoded 1.3-1.6x the tokens/s of one
     (bench/results/models.json). When other heavy processes share the cores,
     the threads contend (two ran at 0.43x of one under load): set
     ``AGENTIC_LOOP_TORCH_THREADS=1`` there.
