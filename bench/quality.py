@@ -17,7 +17,7 @@ Everything is scored on held-out tasks with each task's own constraint rubric
 * ``ArchiveRefine (cold)`` on an empty archive; ``Reflexion`` on
   an empty reflection memory (both fill online during the held-out run);
 * ``ArchiveRefine (warm)``: on a copy of the archive filled by running
-  ArchiveRefine on the *train* tasks first;
+  ArchiveRefine on the *train* tasks first, with feedback refine and with resample;
 * ``distilled single-shot`` and ``distilled + ArchiveRefine (warm)``: the model
   after one distill round (export -> PII gate -> SFT, LoRA merged) trained on
   the train tasks' trajectories only; held-out runs are never logged.
@@ -343,13 +343,14 @@ class Bench:
         report_row(row)
         return log.path
 
-    def warm_phase(self, name: str, llm: Any, model: str) -> None:
+    def warm_phase(self, name: str, llm: Any, model: str, refine: str = "feedback") -> None:
         """ArchiveRefine on a private copy of the train-warmed archive."""
         from agentic_loop.architectures import ArchiveRefine
 
-        slug = "archive-warm-" + model
+        slug = f"archive-warm-{model}-{refine}"
         archive = self.archive(slug, copy_of=self.work / "archive-train")
-        self.held_phase(name, ArchiveRefine(llm, archive=archive, **self.common()), model)
+        self.held_phase(name, ArchiveRefine(llm, archive=archive, refine=refine, **self.common()),
+                        model)
 
     def export(self, trajectories: Path) -> str | None:
         """Export the train trajectories to SFT data; the reason when there is nothing to train."""
@@ -532,6 +533,7 @@ def run(opts: Options, mode: str, work: Path) -> dict[str, Any]:
     bench.base_phases()
     trajectories = bench.train_pass()
     bench.warm_phase("ArchiveRefine (warm)", bench.llm, "base")
+    bench.warm_phase("ArchiveRefine (warm, resample)", bench.llm, "base", refine="resample")
     distilled = bench.distill(trajectories)
     if distilled is not None:
         bench.distilled_phases(distilled)
