@@ -7,7 +7,8 @@ non-consenting, outlier, rare or unsafe runs), anonymizes every text with
 ``pairs.jsonl`` with a ``manifest.json`` recording every count and hash.
 
 Presidio and spaCy load only when a :class:`PiiGate` in ``"spacy"`` or
-``"regex"`` mode is built, so importing this package stays fast.
+``"regex"`` mode is built, and training, evaluation, registry and serving load
+torch and TRL inside their functions, so importing this package stays fast.
 
 Example:
     >>> from agentic_loop.distill import PiiGate, export_datasets
@@ -18,11 +19,9 @@ Example:
 from agentic_loop.distill.curate import CurationLog, FilterStep
 from agentic_loop.distill.datasets import Message, PairRow, SftRow, preference_pairs, sft_rows
 from agentic_loop.distill.errors import EmptyExportError, ExportError
-
-# Training, evaluation, registry and serving load torch/TRL lazily inside their functions.
-from agentic_loop.distill.evaluate import EvalReport, evaluate_models  # noqa: E402
+from agentic_loop.distill.evaluate import EvalReport, evaluate_models
 from agentic_loop.distill.export import ExportProgress, ExportReport, export_datasets
-from agentic_loop.distill.gate import Decision, GateDecision, gate  # noqa: E402
+from agentic_loop.distill.gate import Decision, GateDecision, gate
 from agentic_loop.distill.pii import (
     DEFAULT_ENTITIES,
     DEFAULT_PHONE_REGIONS,
@@ -31,11 +30,11 @@ from agentic_loop.distill.pii import (
     PiiReport,
     Redaction,
 )
-from agentic_loop.distill.pipeline import distill_loop  # noqa: E402
-from agentic_loop.distill.registry import Registry, RegistryError  # noqa: E402
+from agentic_loop.distill.pipeline import distill_loop
+from agentic_loop.distill.registry import Registry, RegistryError
 from agentic_loop.distill.samples import Sample, trajectory_samples
-from agentic_loop.distill.serve import VLLMServer, serve, serve_registered  # noqa: E402
-from agentic_loop.distill.train import TrainResult, train  # noqa: E402
+from agentic_loop.distill.serve import VLLMServer, serve, serve_registered
+from agentic_loop.distill.train import TrainResult, train
 
 __all__ = [
     "DEFAULT_ENTITIES",
