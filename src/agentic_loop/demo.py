@@ -136,6 +136,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     common = {"target_score": opts.target_score}
     base_single = run_phase("single-shot", Reflection(llm, max_iterations=1, **common),
                             all_tasks, split_logs)
+    single_phase = phases[-1]
     run_phase("Reflection", Reflection(llm, max_iterations=opts.max_iterations, **common),
               all_tasks, split_logs)
     archive_arch = ArchiveRefine(llm, archive=archive, max_iterations=opts.max_iterations,
@@ -160,7 +161,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     # these ran inside the single-shot phase; its wall time is split by task share, since the
     # sum of their latencies would count concurrent seconds twice
     phases.append(_phase("single-shot, base (held-out)", base_held,
-                         phases[0].seconds * len(base_held) / max(1, len(base_single))))
+                         single_phase.seconds * len(base_held) / max(1, len(base_single))))
     run_phase("single-shot, distilled (held-out)",
               Reflection(candidate, max_iterations=1, **common), test_tasks)
     order = {t.task: i for i, t in enumerate(test_tasks)}

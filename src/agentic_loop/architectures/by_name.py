@@ -1,4 +1,4 @@
-"""Build an architecture from its name: one place for the CLI, the eval gate and the benches.
+"""Build an architecture from its name: one place for the CLI (`run`) and the eval gate.
 
 Each architecture keeps its memory in a different kind of store (ArchiveRefine an
 archive of accepted outputs, Reflexion a memory of lessons, Reflection none), so
