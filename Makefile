@@ -49,8 +49,10 @@ bench: setup vllm
 bench-serve: setup vllm
 	$(BIN)/python bench/serve.py
 
+# ruff (style, imports, line length) over everything; mypy over the package, which ships py.typed.
 lint: setup
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

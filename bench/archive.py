@@ -1,4 +1,5 @@
-"""Archive benchmark: add throughput, search latency at 10k / 100k / 1M, HNSW recall, open and rebuild.
+"""Archive benchmark: add throughput, search latency at 10k / 100k / 1M, HNSW recall, \
+open and rebuild.
 
 Run: ``python bench/archive.py`` (13.5 minutes on 2 shared CPU cores, most of it
 building the 1M-entry HNSW index; BENCH_SIZES=10000,100000 skips that). Prints a
@@ -141,7 +142,8 @@ def bench_embedder(real: Embedder, texts: list[str]) -> tuple[dict, np.ndarray]:
     if cache.is_file():
         vectors = np.load(cache)
     else:
-        console.log(f"Embedding the {len(texts):,}-sentence corpus (cached in {cache} for later runs)...")
+        console.log(f"Embedding the {len(texts):,}-sentence corpus "
+                    f"(cached in {cache} for later runs)...")
         parts = []
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("embedding corpus", total=len(texts))
@@ -173,7 +175,8 @@ def bench_add(real: Embedder, texts: list[str], workdir: Path) -> dict:
     """
     console.log("Add throughput with the real embedder...")
     n_many, n_single = 1000, 200
-    entries = [{"task": texts[i], "output": texts[-1 - i], "score": i % 10} for i in range(n_many + n_single)]
+    entries = [{"task": texts[i], "output": texts[-1 - i], "score": i % 10}
+               for i in range(n_many + n_single)]
     archive = Archive(workdir / "add", embedder=real, show_progress=False)
 
     def pair(e: dict) -> list[str]:
@@ -210,9 +213,11 @@ def bench_add(real: Embedder, texts: list[str], workdir: Path) -> dict:
         "notes": [
             ("each entry embeds two texts (task for search, output for the near-duplicate check): "
              "0.5 entries per embedded text/s is the ceiling when embedding dominates"),
-            ("ratio_to_same_calls = time embedding the same texts in the same calls / time adding: "
-             "1.0 means the archive's own work (lock, duplicate check, fsync'd append, index) is free"),
-            "dedup on (threshold 0.95); a few docstring sentences are near-duplicates and are rejected",
+            ("ratio_to_same_calls = time embedding the same texts in the same calls / "
+             "time adding: 1.0 means the archive's own work (lock, duplicate check, "
+             "fsync'd append, index) is free"),
+            ("dedup on (threshold 0.95); a few docstring sentences are near-duplicates "
+             "and are rejected"),
         ],
     }
 
@@ -227,7 +232,8 @@ def bench_recall(vectors: np.ndarray, queries: np.ndarray) -> dict:
         "vectors": "real all-MiniLM-L6-v2 embeddings of real sentences",
         "base": len(vectors),
         "queries": len(queries),
-        "params": {"M": approx.hnsw_m, "ef_construction": approx.ef_construction, "ef_search": approx.ef_search},
+        "params": {"M": approx.hnsw_m, "ef_construction": approx.ef_construction,
+                   "ef_search": approx.ef_search},
         "build_s": round(build_s, 2),
     }
     for k in (1, 3, 10):
@@ -237,7 +243,8 @@ def bench_recall(vectors: np.ndarray, queries: np.ndarray) -> dict:
     for ef in (16, 32, 64, 128, 256):
         approx.ef_search = ef
         ms = [timed(approx.search, q, 10)[0] * 1000 for q in queries[:300]]
-        sweep[str(ef)] = {"recall_at_10": recall_at(exact, approx, queries[:300], 10), "search_ms": percentiles(ms)}
+        sweep[str(ef)] = {"recall_at_10": recall_at(exact, approx, queries[:300], 10),
+                          "search_ms": percentiles(ms)}
     approx.ef_search = default_ef
     result["ef_search_sweep"] = sweep
     return result
@@ -252,7 +259,8 @@ def build_archive(folder: Path, n: int, emb: CorpusEmbedder, texts: list[str]) -
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
             archive.add_many(
-                ({"task": f"{texts[i % N_BASE]} [{i}]", "output": f"Answer {i}: {texts[(i * 7 + 1) % N_BASE]}",
+                ({"task": f"{texts[i % N_BASE]} [{i}]",
+                  "output": f"Answer {i}: {texts[(i * 7 + 1) % N_BASE]}",
                   "score": float(i % 11)} for i in range(lo, hi)),
                 dedup=False,
             )
@@ -267,7 +275,8 @@ def bench_size(n: int, emb: CorpusEmbedder, texts: list[str], queries: list[str]
     folder = workdir / f"n{n}"
     build_s = build_archive(folder, n, emb, texts)
     emb.cached = False
-    open_s, archive = timed(Archive, folder, embedder=emb, dedup_threshold=None, show_progress=False)
+    open_s, archive = timed(Archive, folder, embedder=emb, dedup_threshold=None,
+                            show_progress=False)
     emb.cached = True
     first_s, _ = timed(archive.search, queries[0], 3)
     cached_ms = [timed(archive.search, q, 3)[0] * 1000 for q in queries[:300]]
@@ -281,7 +290,8 @@ def bench_size(n: int, emb: CorpusEmbedder, texts: list[str], queries: list[str]
     del flat
     row: dict = {
         "entries": n,
-        "vectors": "real embeddings" if n <= N_BASE else f"real embeddings of {N_BASE:,} sentences + noise (norm {NOISE}) per copy",
+        "vectors": "real embeddings" if n <= N_BASE else (
+            f"real embeddings of {N_BASE:,} sentences + noise (norm {NOISE}) per copy"),
         "index_kind": index.kind,
         "build_s": round(build_s, 1),
         "entries_jsonl_mb": round((folder / "entries.jsonl").stat().st_size / 2**20, 1),
@@ -298,7 +308,8 @@ def bench_size(n: int, emb: CorpusEmbedder, texts: list[str], queries: list[str]
     }
     if index.kind == "hnsw":
         row["speedup_vs_exact"] = round(
-            row["search_ms"]["exact_bruteforce_baseline"]["p50"] / row["search_ms"]["index_only"]["p50"], 1)
+            row["search_ms"]["exact_bruteforce_baseline"]["p50"]
+            / row["search_ms"]["index_only"]["p50"], 1)
     else:
         row["speedup_vs_exact"] = None
         row["speedup_note"] = "at this size the archive's index is itself exact (IndexFlatIP)"
@@ -309,12 +320,13 @@ def bench_size(n: int, emb: CorpusEmbedder, texts: list[str], queries: list[str]
         fresh = Archive(folder, embedder=emb, dedup_threshold=None, show_progress=False)
         rebuild_s, _ = timed(fresh.search, queries[0], 3)
         row["rebuild_index_s"] = round(rebuild_s, 2)
-        row["rebuild_note"] = ("index.faiss deleted; rebuilt from entries.jsonl with precomputed vectors "
-                               "(model time excluded, see rebuild_with_model)")
+        row["rebuild_note"] = ("index.faiss deleted; rebuilt from entries.jsonl with "
+                               "precomputed vectors (model time excluded, see rebuild_with_model)")
     else:
         row["rebuild_index_s"] = None
-        row["rebuild_note"] = ("not repeated at this size to keep the run short: rebuilding the index from "
-                               "entries.jsonl costs about build_s (the same HNSW insertions)")
+        row["rebuild_note"] = ("not repeated at this size to keep the run short: rebuilding the "
+                               "index from entries.jsonl costs about build_s "
+                               "(the same HNSW insertions)")
         emb.cached = False
     shutil.rmtree(folder)
     return row
@@ -337,8 +349,9 @@ def bench_rebuild_with_model(real: Embedder, texts: list[str], workdir: Path) ->
         "seconds": round(seconds, 2),
         "per_entry_ms": round(per_entry * 1000, 3),
         "extrapolated_s": {str(size): round(per_entry * size, 1) for size in SIZES},
-        "note": "deleting index.faiss of an archive forces this re-embedding of every task; keep it, or "
-                "let Archive.close() save it (the index is rebuilt only for rows it does not cover)",
+        "note": "deleting index.faiss of an archive forces this re-embedding of every task; "
+                "keep it, or let Archive.close() save it (the index is rebuilt only for rows "
+                "it does not cover)",
     }
 
 
@@ -369,22 +382,27 @@ def main() -> None:
         results["add_throughput"] = bench_add(real, base_texts, workdir)
         results["hnsw_recall"] = bench_recall(base, qvecs)
         emb = CorpusEmbedder(real, base, dict(zip(query_texts, qvecs)))
-        results["scale"] = [bench_size(n, emb, base_texts, query_texts, qvecs, workdir) for n in SIZES]
+        results["scale"] = [bench_size(n, emb, base_texts, query_texts, qvecs, workdir)
+                            for n in SIZES]
         results["rebuild_with_model"] = bench_rebuild_with_model(real, base_texts, workdir)
     results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["total_s"] = round(time.perf_counter() - started, 1)
     results["notes"] = [
-        "Ratios compare with baselines measured in the same run; absolute times depend on the machine and its load.",
-        f"Scale archives above {N_BASE:,} entries reuse real embeddings plus noise: latency is real, recall there is not reported.",
-        "Scale archives are built with dedup_threshold=None (no outputs.faiss), to keep the run short; search uses only index.faiss.",
+        ("Ratios compare with baselines measured in the same run; absolute times depend on "
+         "the machine and its load."),
+        (f"Scale archives above {N_BASE:,} entries reuse real embeddings plus noise: "
+         "latency is real, recall there is not reported."),
+        ("Scale archives are built with dedup_threshold=None (no outputs.faiss), to keep the "
+         "run short; search uses only index.faiss."),
         "end_to_end includes embedding the query with all-MiniLM-L6-v2 on one CPU thread.",
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     summary = {
         "embedder texts/s": results["embedder"]["texts_per_s"],
-        "add_many ratio (bulk / same calls)": "{ratio_to_bulk_embedding} / {ratio_to_same_calls}".format(
-            **results["add_throughput"]["add_many_batches_of_100"]),
+        "add_many ratio (bulk / same calls)": (
+            "{ratio_to_bulk_embedding} / {ratio_to_same_calls}".format(
+                **results["add_throughput"]["add_many_batches_of_100"])),
         "add ratio (bulk / same calls)": "{ratio_to_bulk_embedding} / {ratio_to_same_calls}".format(
             **results["add_throughput"]["add_one_at_a_time"]),
         "recall@10": results["hnsw_recall"]["recall_at_10"],

@@ -21,7 +21,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _CODEY = re.compile(r"[`{}\[\]<>=|_\\#@$*~]|\.\.\.|::|\w\(")
 
 # Packages with plenty of prose in their docstrings, in the order they are read.
-PACKAGES = ("scipy", "numpy", "transformers", "torch", "sympy", "pydantic", "langchain_core", "rich")
+PACKAGES = ("scipy", "numpy", "transformers", "torch", "sympy", "pydantic", "langchain_core",
+            "rich")
 
 
 def _roots() -> list[Path]:
@@ -52,12 +53,14 @@ def _sentences_of(doc: str) -> Iterator[str]:
 
 
 def sentences(limit: int) -> list[str]:
-    """Up to ``limit`` distinct prose sentences from installed docstrings, always in the same order."""
+    ("Up to ``limit`` distinct prose sentences from installed docstrings, "
+     "always in the same order.")
     seen: set[str] = set()
     out: list[str] = []
     for root in _roots():
         for path in sorted(root.rglob("*.py")):
-            if "test" in path.parts or "tests" in path.parts or "site-packages" in path.relative_to(root).parts:
+            if ("test" in path.parts or "tests" in path.parts
+                    or "site-packages" in path.relative_to(root).parts):
                 continue
             for doc in _docstrings(path):
                 for sentence in _sentences_of(doc):

@@ -12,12 +12,18 @@
    not: 0.5 is chance, 1.0 is perfect agreement with the checks.
 2. **Sandbox.** Wall time of :func:`run_python_tests` on a trivial solution,
    as a ratio to a bare ``python -I -c pass`` measured in the same run.
+3. **Sandbox isolation** (issue #15). The same ratio for the isolated sandbox
+   (bubblewrap namespaces + seccomp, tests in a second process), next to the
+   previous single-process sandbox (loaded from ``git show HEAD``, when it still
+   differs) timed in the same run; the start-up cost of ``bwrap`` itself; and
+   the cost of one call across the solution/tests boundary.
 
 Numbers are ratios against baselines from the same run (this machine is
 shared and noisy); nothing here asserts on time.
 
     python bench/judges.py            # writes bench/results/judges.json
     python bench/judges.py --quick    # fewer drafts
+    python bench/judges.py --only-sandbox-isolation   # part 3 only, merged into the JSON
 """
 
 from __future__ import annotations
@@ -104,7 +110,8 @@ def bench_spread(per_brief: int) -> dict[str, Any]:
             "std": checks_only.std / 10, "distinct": checks_only.distinct},
         "critic_overall_score": overall,
         "llm_judge_baseline": judge,
-        "std_ratio_composite_vs_baseline": composite["std"] / judge["std"] if judge["std"] else None,
+        "std_ratio_composite_vs_baseline": (
+            composite["std"] / judge["std"] if judge["std"] else None),
         "distinct_ratio_composite_vs_baseline": composite["distinct"] / judge["distinct"],
         "llm_feature_share_true": share_true,
         "checks_pass_rate": sum(c.passed for c in critiques) / len(critiques),
@@ -129,16 +136,90 @@ def bench_sandbox(runs: int) -> dict[str, Any]:
             "ratio_sandbox_vs_bare_python": sandboxed / bare}
 
 
+def _previous_sandbox() -> Any | None:
+    """The committed sandbox module, when it is not the one in the work tree (the "before")."""
+    import importlib.util
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    sources = {}
+    for name in ("sandbox.py", "_sandbox_runner.py"):
+        done = subprocess.run(["git", "show", f"HEAD:src/agentic_loop/judges/{name}"],
+                              cwd=root, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return None
+        sources[name] = done.stdout
+    if "bwrap" in sources["sandbox.py"]:
+        return None  # HEAD already has the isolated sandbox: nothing older to compare
+    folder = Path(tempfile.mkdtemp(prefix="previous-sandbox-"))
+    for name, text in sources.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("previous_sandbox", folder / "sandbox.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["previous_sandbox"] = module  # pydantic resolves its annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_sandbox_isolation(runs: int) -> dict[str, Any]:
+    """Cost per run of the isolated sandbox against a bare interpreter, before and after."""
+    from agentic_loop.judges.sandbox import run_python_tests, sandbox_layers
+    from agentic_loop.judges.sandbox_isolation import bwrap_command, isolation
+
+    def timed(fn: Any) -> float:
+        fn()  # warm-up: the first call probes the layers
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    code, tests = "def f():\n    return 1", ["assert f() == 1"] * 5
+    bare = timed(lambda: subprocess.run([sys.executable, "-I", "-c", "pass"], check=True))
+    after = timed(lambda: run_python_tests(code, tests))
+    calls = timed(lambda: run_python_tests(code, "for _ in range(1000):\n    assert f() == 1"))
+    out: dict[str, Any] = {
+        "isolation": isolation().describe(), "layers": list(sandbox_layers()),
+        "bare_python_s": bare, "sandbox_run_s": after,
+        "ratio_sandbox_vs_bare_python": after / bare,
+        "seconds_per_boundary_call": max(0.0, calls - after) / 1000,
+    }
+    if isolation().mode == "bwrap":
+        argv = bwrap_command([sys.executable, "-I", "-c", "pass"], tmpfs_mb=8)
+        wrapped = timed(lambda: subprocess.run(argv, check=True))
+        out["bwrap_python_s"] = wrapped
+        out["bwrap_startup_s"] = wrapped - bare
+    previous = _previous_sandbox()
+    if previous is not None:
+        before = timed(lambda: previous.run_python_tests(code, tests))
+        out["before_sandbox_run_s"] = before
+        out["before_ratio_sandbox_vs_bare_python"] = before / bare
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 drafts per brief, 5 sandbox runs")
+    parser.add_argument("--only-sandbox-isolation", action="store_true",
+                        help="run part 3 only and merge it into the existing results")
     args = parser.parse_args()
-    results = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": platform.platform(),
-        "sandbox": bench_sandbox(5 if args.quick else 20),
-        "spread": bench_spread(2 if args.quick else 4),
-    }
+    if args.only_sandbox_isolation:
+        results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
+        results["sandbox_isolation"] = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": platform.platform(),
+            **bench_sandbox_isolation(5 if args.quick else 20),
+        }
+    else:
+        results = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": platform.platform(),
+            "sandbox": bench_sandbox(5 if args.quick else 20),
+            "sandbox_isolation": bench_sandbox_isolation(5 if args.quick else 20),
+            "spread": bench_spread(2 if args.quick else 4),
+        }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))

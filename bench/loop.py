@@ -48,7 +48,6 @@ def overhead(runs: int) -> dict:
 
     def graph_loop() -> None:
         arch.llm = ScriptedChatModel(responses=list(script))  # fresh script, same graph
-        arch._llm = arch.llm
         result = arch.run("Say one word.")
         assert result.output == "one"
 

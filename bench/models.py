@@ -111,7 +111,8 @@ def main() -> None:
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     base = runs[0]
     ratios = {
-        "batch8_over_batch1_tokens_per_s": round(base["tokens_per_s_batch8"] / base["tokens_per_s_batch1"], 2),
+        "batch8_over_batch1_tokens_per_s": round(
+            base["tokens_per_s_batch8"] / base["tokens_per_s_batch1"], 2),
         "constrained_over_unconstrained_tokens_per_s": round(
             base["tokens_per_s_constrained_batch1"] / base["tokens_per_s_batch1"], 2),
         "float32_over_bfloat16_tokens_per_s_batch1": round(
@@ -134,11 +135,13 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     table = Table(title="embedded model")
-    for col in ["dtype", "threads", "load s", "tok/s b1", "tok/s b8", "tok/s constrained", "peak RSS MB"]:
+    for col in ["dtype", "threads", "load s", "tok/s b1", "tok/s b8", "tok/s constrained",
+                "peak RSS MB"]:
         table.add_column(col)
     for r in runs:
-        table.add_row(r["dtype"], str(r["threads"]), str(r["load_s"]), str(r["tokens_per_s_batch1"]),
-                      str(r["tokens_per_s_batch8"]), str(r["tokens_per_s_constrained_batch1"]),
+        table.add_row(r["dtype"], str(r["threads"]), str(r["load_s"]),
+                      str(r["tokens_per_s_batch1"]), str(r["tokens_per_s_batch8"]),
+                      str(r["tokens_per_s_constrained_batch1"]),
                       str(r["peak_rss_mb"]))
     console.print(table)
     console.print(ratios)

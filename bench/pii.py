@@ -34,13 +34,16 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results" / "pii.json"
-FIRST = ["Sarah", "Michael", "Emily", "David", "Jessica", "Daniel", "Laura", "James", "Olivia", "Robert"]
-LAST = ["Connor", "Johnson", "Davis", "Miller", "Wilson", "Anderson", "Thompson", "Martin", "Clark", "Lewis"]
+FIRST = ["Sarah", "Michael", "Emily", "David", "Jessica", "Daniel", "Laura", "James", "Olivia",
+         "Robert"]
+LAST = ["Connor", "Johnson", "Davis", "Miller", "Wilson", "Anderson", "Thompson", "Martin", "Clark",
+        "Lewis"]
 FILLER = (
-    "The customer explained that the order arrived late and that the packaging was damaged on one side. "
-    "They asked whether a partial refund was possible and whether the replacement could ship this week. "
-    "Our records show two earlier tickets about the same warehouse, both closed after a courtesy credit. "
-    "Please draft a short, friendly reply that apologizes, confirms the refund amount and gives a date. "
+    "The customer explained that the order arrived late and that the packaging was damaged on one "
+    "side. They asked whether a partial refund was possible and whether the replacement could ship "
+    "this week. Our records show two earlier tickets about the same warehouse, both closed after a "
+    "courtesy credit. Please draft a short, friendly reply that apologizes, confirms the refund "
+    "amount and gives a date. "
 )
 
 
@@ -76,13 +79,15 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def recall(outputs: list[str | None], planted: list[dict[str, str]]) -> dict[str, float]:
     kinds = planted[0].keys()
-    return {k: round(sum(1 for o, p in zip(outputs, planted) if o is not None and p[k] not in o) / len(planted), 3)
+    return {k: round(sum(1 for o, p in zip(outputs, planted) if o is not None and p[k] not in o)
+                     / len(planted), 3)
             for k in kinds}
 
 
 def bench_mode(mode: str, texts: list[str], planted: list[dict[str, str]], reps: int = 2,
                **gate_options: Any) -> dict[str, Any]:
-    """Best of ``reps`` alternating batch / one-by-one passes (the machine is shared: best is least noisy)."""
+    ("Best of ``reps`` alternating batch / one-by-one passes "
+     "(the machine is shared: best is least noisy).")
     from agentic_loop.distill import PiiGate
 
     gate, load_s = timed(lambda: PiiGate(mode, **gate_options))  # type: ignore[arg-type]
@@ -96,8 +101,8 @@ def bench_mode(mode: str, texts: list[str], planted: list[dict[str, str]], reps:
     assert [r.text for r in batch] == [r.text for r in single], "batch and one-by-one disagree"
     report = gate.report(batch)
     return {
-        "options": {"phone_regions": list(gate.phone_regions), **{k: v for k, v in gate_options.items()
-                                                                   if k != "phone_regions"}},
+        "options": {"phone_regions": list(gate.phone_regions),
+                    **{k: v for k, v in gate_options.items() if k != "phone_regions"}},
         "load_s": round(load_s, 2),
         "batch_records_per_s": round(len(texts) / batch_s, 1),
         "one_by_one_records_per_s": round(len(texts) / single_s, 1),
@@ -110,7 +115,8 @@ def bench_mode(mode: str, texts: list[str], planted: list[dict[str, str]], reps:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=300, help="synthetic records per mode (default 300)")
+    parser.add_argument("--records", type=int, default=300,
+                        help="synthetic records per mode (default 300)")
     args = parser.parse_args()
     rng = random.Random(7)
     data = [make_record(rng) for _ in range(args.records)]
@@ -119,7 +125,8 @@ def main() -> None:
         "regex": bench_mode("regex", texts, planted),
         "spacy": bench_mode("spacy", texts, planted),
         # phone matching runs once per region and dominates regex mode: the cost of the default 9
-        "regex_phone_regions_kr_us": bench_mode("regex", texts, planted, phone_regions=["KR", "US"]),
+        "regex_phone_regions_kr_us": bench_mode("regex", texts, planted,
+                                                phone_regions=["KR", "US"]),
     }
     results = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -131,10 +138,13 @@ def main() -> None:
         "spacy_over_regex_throughput": round(
             modes["spacy"]["batch_records_per_s"] / modes["regex"]["batch_records_per_s"], 3),
         "kr_us_over_default_regions_throughput": round(
-            modes["regex_phone_regions_kr_us"]["batch_records_per_s"] / modes["regex"]["batch_records_per_s"], 3),
+            modes["regex_phone_regions_kr_us"]["batch_records_per_s"]
+            / modes["regex"]["batch_records_per_s"], 3),
         "notes": [
-            "load_s of the first mode includes importing Presidio (and transformers, which it imports).",
-            "times are the best of 2 alternating passes; the 2-core machine was shared with other jobs.",
+            ("load_s of the first mode includes importing Presidio "
+             "(and transformers, which it imports)."),
+            ("times are the best of 2 alternating passes; "
+             "the 2-core machine was shared with other jobs."),
             "regex mode cannot find names (recall 0 on 'name' is by design).",
         ],
     }

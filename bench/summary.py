@@ -116,8 +116,9 @@ def judges(d: dict[str, Any]) -> list[str]:
     return items(("composite / single LLM score:",
                   (f"std {num(s.get('std_ratio_composite_vs_baseline'))}x, distinct values "
                   f"{num(s.get('distinct_ratio_composite_vs_baseline'))}x")),
-                 ("AUC vs checks passed:", (f"LLM judge {num(get(s, 'auc_vs_checks_passed.llm_judge_baseline'))}, "
-                  f"critic {num(get(s, 'auc_vs_checks_passed.critic_overall_score'))}")),
+                 ("AUC vs checks passed:",
+                  (f"LLM judge {num(get(s, 'auc_vs_checks_passed.llm_judge_baseline'))}, "
+                   f"critic {num(get(s, 'auc_vs_checks_passed.critic_overall_score'))}")),
                  ("sandboxed / bare python run:",
                   f"{num(get(d, 'sandbox.ratio_sandbox_vs_bare_python'))}x"))
 
@@ -141,8 +142,9 @@ def train(d: dict[str, Any]) -> list[str]:
 
 def serve(d: dict[str, Any]) -> list[str]:
     """vLLM against the in-process transformers engine, same prompts and concurrency."""
-    return items(("in-process transformers:", (f"{num(get(d, 'transformers.tokens_per_s'))} tokens/s "
-                  f"at concurrency {get(d, 'setup.concurrency')}")),
+    return items(("in-process transformers:",
+                  (f"{num(get(d, 'transformers.tokens_per_s'))} tokens/s "
+                   f"at concurrency {get(d, 'setup.concurrency')}")),
                  ("vLLM / transformers:",
                   f"{num(d.get('ratio_vllm_vs_transformers_tokens_per_s'))}x tokens/s"),
                  ("vLLM ready after:", f"{num(get(d, 'vllm.ready_s'))} s"))
@@ -242,9 +244,12 @@ def quality_table(d: dict[str, Any]) -> str:
         vs, c = p.get("vs_single_shot", {}), p.get("cost", {})
         change = (f"{vs['mean_score_diff']:+.2f}{interval(vs.get('mean_score_diff_ci95'), num)}"
                   if vs.get("mean_score_diff") is not None else "-")
-        lines.append(f"| {p['name']} | {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)} "
-                     f"| {num(p['mean_score'])}{interval(p.get('mean_score_ci95'), num)} | {change} "
-                     f"| {num(c.get('llm_calls_per_accepted'))} | {num(c.get('tokens_per_accepted'))} "
+        lines.append(f"| {p['name']} "
+                     f"| {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)} "
+                     f"| {num(p['mean_score'])}{interval(p.get('mean_score_ci95'), num)} "
+                     f"| {change} "
+                     f"| {num(c.get('llm_calls_per_accepted'))} "
+                     f"| {num(c.get('tokens_per_accepted'))} "
                      f"| {num(c.get('wall_s_per_accepted'))} |")
     notes = (dev_set_line(d), distill_line(d.get("distill")), train_pass_line(d.get("train_pass")))
     lines += [""] + [f"- {note}" for note in notes if note]
@@ -267,7 +272,8 @@ def distill_line(dist: dict[str, Any] | None) -> str:
         return ""
     if dist.get("skipped"):
         return f"Distill round skipped: {dist['skipped']}"
-    return (f"Distill round: {dist.get('method', '?').upper()}{' LoRA' if dist.get('lora') else ''}, "
+    return (f"Distill round: {dist.get('method', '?').upper()}"
+            f"{' LoRA' if dist.get('lora') else ''}, "
             f"{dist.get('steps')} steps on {dist.get('sft_rows')} SFT rows, loss "
             f"{num(dist.get('first_loss'))} -> {num(dist.get('last_loss'))}, "
             f"{num(dist.get('train_s'))} s.")

@@ -30,12 +30,15 @@ ROWS = [
     ("Write a tagline for a bookstore in 6 words.", "Every shelf holds a new adventure.", "Books."),
     ("Explain why the sky is blue in one sentence.",
      "Air scatters blue sunlight more than red, so the sky looks blue.", "Because it is."),
-    ("List three uses for a paperclip.", "Hold papers, reset a device, and mark a page.", "Paper."),
+    ("List three uses for a paperclip.",
+     "Hold papers, reset a device, and mark a page.", "Paper."),
     ("Give advice to a new gardener in two sentences.",
-     "Start with a few easy plants. Water them in the morning and watch the soil.", "Plant things."),
+     "Start with a few easy plants. Water them in the morning and watch the soil.",
+     "Plant things."),
     ("Write a short thank-you note to a teacher.",
      "Thank you for your patience and for making every lesson count.", "Thanks."),
-    ("Name three rainy-day activities.", "Reading, baking bread, and playing board games.", "Sleep."),
+    ("Name three rainy-day activities.",
+     "Reading, baking bread, and playing board games.", "Sleep."),
     ("Summarize a heist movie plot in one sentence.",
      "A crew plans one last job, and a betrayal turns the plan upside down.", "Robbery."),
     ("Describe a good cup of coffee in ten words.",
@@ -48,8 +51,10 @@ def write_dataset(folder: Path) -> None:
     with (folder / "sft.jsonl").open("w") as sft, (folder / "pairs.jsonl").open("w") as pairs:
         for task, good, bad in ROWS * 2:
             user = [{"role": "user", "content": task}]
-            sft.write(json.dumps({"messages": user + [{"role": "assistant", "content": good}]}) + "\n")
-            pairs.write(json.dumps({"prompt": user, "chosen": [{"role": "assistant", "content": good}],
+            sft.write(json.dumps({"messages": user + [{"role": "assistant", "content": good}]})
+                      + "\n")
+            pairs.write(json.dumps({"prompt": user,
+                                    "chosen": [{"role": "assistant", "content": good}],
                                     "rejected": [{"role": "assistant", "content": bad}]}) + "\n")
     (folder / "manifest.json").write_text(json.dumps({"bench": "train"}))
 
@@ -62,9 +67,11 @@ def worker(method: str, lora: bool, steps: int, data: str) -> dict:
                        batch_size=4, max_length=128, progress=False)
     stage = result.stages[0]
     return {"method": method, "lora": lora, "steps": stage.steps, "tokens": stage.tokens,
-            "train_s": round(stage.runtime_s, 2), "tokens_per_s": round(stage.tokens_per_s or 0.0, 2),
+            "train_s": round(stage.runtime_s, 2),
+            "tokens_per_s": round(stage.tokens_per_s or 0.0, 2),
             "s_per_step": round(stage.runtime_s / stage.steps, 2),
-            "first_loss": stage.metrics.get("first_loss"), "last_loss": stage.metrics.get("last_loss")}
+            "first_loss": stage.metrics.get("first_loss"),
+            "last_loss": stage.metrics.get("last_loss")}
 
 
 def plot(rows: list[dict]) -> None:
@@ -75,7 +82,8 @@ def plot(rows: list[dict]) -> None:
 
     labels = [f"{r['method'].upper()} {'LoRA' if r['lora'] else 'full'}" for r in rows]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    bars = ax.bar(labels, [r["tokens_per_s"] for r in rows], color=["#1f77b4", "#aec7e8", "#d62728", "#ff9896"])
+    bars = ax.bar(labels, [r["tokens_per_s"] for r in rows],
+                  color=["#1f77b4", "#aec7e8", "#d62728", "#ff9896"])
     ax.bar_label(bars, labels=[f"{r['ratio_vs_sft_full']:.2f}x" for r in rows])
     ax.set_ylim(0, max(r["tokens_per_s"] for r in rows) * 1.15)
     ax.set_ylabel("input tokens / s")
@@ -88,7 +96,8 @@ def plot(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 steps per configuration")
-    parser.add_argument("--worker", nargs=4, metavar=("METHOD", "LORA", "STEPS", "DATA"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=4, metavar=("METHOD", "LORA", "STEPS", "DATA"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         method, lora, steps, data = args.worker
@@ -100,10 +109,12 @@ def main() -> None:
         write_dataset(Path(data))
         for method, lora in CONFIGS:
             print(f"{method} {'lora' if lora else 'full'}: {steps} steps...", flush=True)
-            out = subprocess.run([sys.executable, __file__, "--worker", method, "1" if lora else "0",
-                                  str(steps), data], capture_output=True, text=True, check=True)
+            out = subprocess.run([sys.executable, __file__, "--worker", method,
+                                  "1" if lora else "0", str(steps), data],
+                                 capture_output=True, text=True, check=True)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(f"  {rows[-1]['tokens_per_s']} tokens/s, {rows[-1]['s_per_step']} s/step", flush=True)
+            print(f"  {rows[-1]['tokens_per_s']} tokens/s, {rows[-1]['s_per_step']} s/step",
+                  flush=True)
     from agentic_loop.models.local import default_num_threads
 
     baseline = rows[0]["tokens_per_s"]
@@ -116,15 +127,17 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
         "setup": {"model": "embedded SmolLM2-135M-Instruct", "batch_size": 4, "max_length": 128,
-                  "steps": steps, "dtype": "fp32", "torch_threads": default_num_threads(), "rows": len(ROWS) * 2},
+                  "steps": steps, "dtype": "fp32", "torch_threads": default_num_threads(),
+                  "rows": len(ROWS) * 2},
         "results": rows,
         "ratios": {
             "sft_lora_vs_full": round(by[("sft", True)] / by[("sft", False)], 3),
             "dpo_lora_vs_full": round(by[("dpo", True)] / by[("dpo", False)], 3),
             "dpo_full_vs_sft_full": round(by[("dpo", False)] / by[("sft", False)], 3),
         },
-        "note": "tokens/s of trainer.train(); DPO counts chosen + rejected tokens. A shared machine: "
-                "compare ratios within one run, not absolute numbers across runs.",
+        "note": "tokens/s of trainer.train(); DPO counts chosen + rejected tokens. "
+                "A shared machine: compare ratios within one run, "
+                "not absolute numbers across runs.",
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")

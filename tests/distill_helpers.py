@@ -17,7 +17,7 @@ def make_run(
     final_score: float | None = None,
     **fields: Any,
 ) -> Trajectory:
-    """A run with one round per ``(draft, score)``; the final output is the best draft unless given."""
+    """A run with one round per ``(draft, score)``; final output: the best draft by default."""
     rounds = [Round(iteration=i, draft=d, score=s, passed=(s or 0) >= 8, critique=f"critique {i}")
               for i, (d, s) in enumerate(drafts)]
     scored = [r for r in rounds if r.score is not None]
@@ -39,13 +39,15 @@ def corpus() -> list[Trajectory]:
                  [("Books are here.", 3.0), ("Stories wait on every shelf.", 9.0)]),
         # the same task run again: a different accepted answer and a plateau
         make_run("Write a tagline for a bookstore.",
-                 [("Find your next favourite chapter.", 8.5), ("Find your next favourite chapter!", 8.5)],
+                 [("Find your next favourite chapter.", 8.5),
+                  ("Find your next favourite chapter!", 8.5)],
                  final="Find your next favourite chapter!", final_score=8.5),
         # and a third, failing run of it
         make_run("Write a tagline for a bookstore.", [("Shop books.", 2.0)]),
         # another task with two accepted drafts
         make_run("Write a slogan for a bakery.",
-                 [("Bread.", 4.0), ("Warm bread, every morning.", 8.0), ("Fresh loaves at dawn.", 9.5)]),
+                 [("Bread.", 4.0), ("Warm bread, every morning.", 8.0),
+                  ("Fresh loaves at dawn.", 9.5)]),
         # an errored run: never exported
         make_run("Write a slogan for a bakery.", [("Half a slo", 9.0)], errors=["model timed out"]),
     ]

@@ -26,23 +26,26 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
+    **{name: "agentic_loop.errors" for name in (
+        "AgenticLoopError", "ConfigError", "DataError", "JudgeError", "ModelError",
+        "ReleaseError", "StorageError", "TaskError", "TrainError")},
     "load_chat_model": "agentic_loop.models",
-    "ModelError": "agentic_loop.models",
     "ModelLoadError": "agentic_loop.models",
     "ModelSpecError": "agentic_loop.models",
     "StructuredOutputError": "agentic_loop.models",
     "ScriptedChatModel": "agentic_loop.testing",
     **{name: "agentic_loop.judges" for name in (
         "Feature", "Rubric", "Evaluation", "Critic", "Critique", "CriticError", "LLMJudge",
-        "composite_reward", "RewardWeights", "spread_report", "copywriting_rubric",
+        "spread_report", "copywriting_rubric",
         "instruction_rubric", "math_rubric", "code_rubric", "run_python_tests")},
     **{name: "agentic_loop.memory" for name in (
         "Archive", "ArchiveEntry", "Embedder", "ReflexionMemory", "ArchiveStore")},
     **{name: "agentic_loop.architectures" for name in (
         "Reflection", "ArchiveRefine", "RLHFSelfImprovement", "Reflexion", "RunResult",
-        "TaskError", "create_reflection_graph", "create_archive_refine_graph",
+        "create_reflection_graph", "create_archive_refine_graph",
         "create_reflexion_graph", "create_architecture")},
     **{name: "agentic_loop.trajectories" for name in ("Trajectory", "TrajectoryLog")},
+    **{name: "agentic_loop.distill.data.reward" for name in ("composite_reward", "RewardWeights")},
     **{name: "agentic_loop.distill" for name in (
         "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError")},
 }

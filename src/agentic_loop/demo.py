@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
 from agentic_loop.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    from agentic_loop.architectures import Architecture, RunResult
 
 __all__ = ["DemoOptions", "DemoPhase", "run_demo"]
 
@@ -46,7 +50,7 @@ class DemoOptions:
     max_iterations: int = 2
     target_score: float = 8.0
     concurrency: int = 8
-    pii: str = "regex"
+    pii: Literal["spacy", "regex", "off"] = "regex"
     train_steps: int = 30
     lora: bool = True
 
@@ -66,14 +70,14 @@ class DemoPhase:
     round_scores: list[list[float]] = field(default_factory=list, repr=False)
 
 
-def _phase(name: str, results: list[Any], seconds: float) -> DemoPhase:
+def _phase(name: str, results: Sequence[RunResult], seconds: float) -> DemoPhase:
     scores = [r.score if r.score is not None else 0.0 for r in results]
     rounds: list[list[float]] = []
     for r in results:
         for i, rd in enumerate(r.trace):
             while len(rounds) <= i:
                 rounds.append([])
-            rounds[i].append(rd.score)
+            rounds[i].append(rd.score or 0.0)
     return DemoPhase(
         name=name, tasks=len(results),
         pass_rate=round(sum(r.passed for r in results) / max(1, len(results)), 4),
@@ -86,11 +90,10 @@ def _phase(name: str, results: list[Any], seconds: float) -> DemoPhase:
 def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
              console: Console | None = None) -> dict[str, Any]:
     """Run the demo into ``out``; returns (and writes) the report."""
-    from agentic_loop.architectures import ArchiveRefine, Reflection
-    from agentic_loop.cli.run import run_specs, summary_table
+    from agentic_loop.architectures import ArchiveRefine, Reflection, run_specs, summary_table
     from agentic_loop.distill import export_datasets
-    from agentic_loop.distill.gate import Decision, gate
-    from agentic_loop.distill.registry import Registry
+    from agentic_loop.distill.release.gate import Decision, gate
+    from agentic_loop.distill.release.registry import Registry
     from agentic_loop.distill.train import train
     from agentic_loop.memory import Archive
     from agentic_loop.models import load_chat_model
@@ -117,13 +120,17 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     archive = Archive(out / "archive", show_progress=False)
     phases: list[DemoPhase] = []
 
-    def run_phase(name: str, arch: Any, specs: list[TaskSpec], log_for: Any = None) -> list[Any]:
+    Split = list[tuple[list[TaskSpec], TrajectoryLog | None]]
+
+    def run_phase(name: str, arch: Architecture, specs: list[TaskSpec],
+                  log_for: Split | None = None) -> list[RunResult]:
         t0 = time.perf_counter()
-        results = []
+        results: list[RunResult] = []
         # train and held-out tasks log to separate files, so distillation never sees held-out
-        for subset, log in ((s, lg) for s, lg in log_for or [(specs, None)]):
+        for subset, log in log_for or [(specs, None)]:
             arch.trajectories = log
-            results += run_specs(arch, subset, concurrency=opts.concurrency, label=name)
+            results += run_specs(arch, subset, max_concurrency=opts.concurrency, progress=name,
+                                 console=console)
         phase = _phase(name, results, time.perf_counter() - t0)
         phases.append(phase)
         console.print(summary_table(results, name) if len(results) <= 12 else
@@ -132,15 +139,16 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
                       f"{phase.seconds:.0f}s")
         return results
 
-    split_logs = [(train_tasks, train_log), (test_tasks, test_log)]
-    common = {"target_score": opts.target_score}
-    base_single = run_phase("single-shot", Reflection(llm, max_iterations=1, **common),
+    split_logs: Split = [(train_tasks, train_log), (test_tasks, test_log)]
+    target = opts.target_score
+    base_single = run_phase("single-shot", Reflection(llm, max_iterations=1, target_score=target),
                             all_tasks, split_logs)
     single_phase = phases[-1]
-    run_phase("Reflection", Reflection(llm, max_iterations=opts.max_iterations, **common),
+    run_phase("Reflection",
+              Reflection(llm, max_iterations=opts.max_iterations, target_score=target),
               all_tasks, split_logs)
     archive_arch = ArchiveRefine(llm, archive=archive, max_iterations=opts.max_iterations,
-                                 **common)
+                                 target_score=target)
     run_phase("ArchiveRefine (cold)", archive_arch, all_tasks, split_logs)
     run_phase("ArchiveRefine (warm)", archive_arch, all_tasks, split_logs)
 
@@ -163,7 +171,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     phases.append(_phase("single-shot, base (held-out)", base_held,
                          single_phase.seconds * len(base_held) / max(1, len(base_single))))
     run_phase("single-shot, distilled (held-out)",
-              Reflection(candidate, max_iterations=1, **common), test_tasks)
+              Reflection(candidate, max_iterations=1, target_score=target), test_tasks)
     order = {t.task: i for i, t in enumerate(test_tasks)}
     base_scores = [r.score or 0.0 for r in sorted(base_held, key=lambda r: order[r.task])]
     cand = phases[-1]
@@ -199,7 +207,11 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
                        "mean score / 10": {"base": base_p.mean_score / 10,
                                            "distilled": cand.mean_score / 10}},
                       plots / "before_after.png", title="held-out, single-shot")
-    result = {
+    files = {"trajectories": str(out / "trajectories"), "archive": str(out / "archive"),
+             "data": str(out / "data"), "model": str(trained.model_dir),
+             "plots": str(plots), "registry": str(out / "registry")}
+    seconds = round(time.perf_counter() - started, 1)
+    result: dict[str, Any] = {
         "options": asdict(opts),
         "phases": [{k: v for k, v in asdict(p).items() if k not in ("scores", "round_scores")}
                    for p in phases],
@@ -207,15 +219,13 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
         "model": str(trained.model_dir),
         "gate": decision.to_dict(),
         "registry_current": registry.current.version if registry.current else None,
-        "seconds": round(time.perf_counter() - started, 1),
-        "files": {"trajectories": str(out / "trajectories"), "archive": str(out / "archive"),
-                  "data": str(out / "data"), "model": str(trained.model_dir),
-                  "plots": str(plots), "registry": str(out / "registry")},
+        "seconds": seconds,
+        "files": files,
     }
     (out / "report.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     console.print("written:")
-    for what, where in result["files"].items():
+    for what, where in files.items():
         console.print(f"  {what:13} {where}")
     console.print(f"  {'report':13} {out / 'report.json'}")
-    console.print(f"done in {result['seconds']:.0f}s")
+    console.print(f"done in {seconds:.0f}s")
     return result

@@ -1,12 +1,19 @@
-"""PNG plots of what people look at: archive growth, score distributions, before/after.
+"""PNG plots of what people look at: archive growth, score distributions, before/after, gates.
 
-Matplotlib with the Agg backend, so plots render on headless machines.
+The one plotting module: the demo, the CLI (``archive stats --plot``) and the
+evaluation gate (its before/after PNG) all draw here, with Matplotlib's Agg
+backend, so plots render on headless machines. Files are replaced
+atomically, so a reader never sees half a PNG.
 
 Example:
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "scores.png"
     >>> plot_score_distributions({"round 1": [3.0, 5.0, 8.0], "round 2": [6.0, 9.0, 10.0]}, out)
     >>> out.stat().st_size > 1000
+    True
+    >>> gate = out.with_name("gate.png")
+    >>> plot_eval_scores({"single-shot": ([5, 6, 7], [7, 8, 8], "PROMOTE, p=0.02")}, gate)
+    >>> gate.stat().st_size > 0
     True
 """
 
@@ -17,7 +24,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_archive_growth", "plot_before_after", "plot_score_distributions"]
+from agentic_loop.errors import ConfigError
+
+__all__ = ["plot_archive_growth", "plot_before_after", "plot_eval_scores",
+           "plot_score_distributions"]
+
+#: One evaluation panel: baseline scores, candidate scores, and a note for the title.
+Panel = tuple[Sequence[float], Sequence[float], str]
 
 
 def _pyplot() -> Any:
@@ -30,10 +43,13 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from agentic_loop.atomic import atomic_write
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(target) as tmp:
+        fig.savefig(tmp, format=target.suffix.lstrip(".") or "png", dpi=110)
     _pyplot().close(fig)
 
 
@@ -91,4 +107,39 @@ def plot_before_after(metrics: Mapping[str, Mapping[str, float]], path: str | os
     ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(names))], names)
     ax.legend()
     ax.set_title(title)
+    _save(fig, path)
+
+
+def plot_eval_scores(panels: Mapping[str, Panel], path: str | os.PathLike[str], *,
+                     labels: tuple[str, str] = ("baseline", "candidate")) -> None:
+    """The before/after picture of an evaluation: one histogram panel per way of running.
+
+    ``panels`` maps a title (``"single-shot"``, ``"inside reflection"``) to
+    ``(baseline, candidate, note)``: overlaid histograms of the per-task
+    scores on the 0-10 scale, both means as dashed lines, and the note (the
+    gate's decision and p-value) in the title, so a reviewer sees at a
+    glance whether the distribution moved and by how much.
+    """
+    if not panels:
+        raise ConfigError("plot_eval_scores needs at least one panel of scores; pass "
+                          "{title: (baseline, candidate, note)}")
+    plt = _pyplot()
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    bins = np.linspace(0, 10, 21)
+    colors = ("#7f7f7f", "#1f77b4")
+    for ax, (title, (baseline, candidate, note)) in zip(axes[0], panels.items(), strict=True):
+        for scores, label, color in zip((baseline, candidate), labels, colors, strict=True):
+            values = np.asarray(scores, dtype=float)
+            mean = float(values.mean()) if len(values) else float("nan")
+            ax.hist(values, bins=bins, alpha=0.55, color=color, label=f"{label} (mean {mean:.2f})")
+            ax.axvline(mean, color=color, linestyle="--", linewidth=1.5)
+        ax.set_title(f"{title}\n{note}", fontsize=10)
+        ax.set_xlabel("rubric score (0-10)")
+        ax.set_ylabel("golden tasks")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(0, 10)
+        ax.legend(fontsize=8, loc="upper left")
     _save(fig, path)

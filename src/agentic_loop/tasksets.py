@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from agentic_loop.errors import ConfigError
 from agentic_loop.tasks import TaskSpec
 
 __all__ = ["arithmetic_tasks", "constrained_tasks", "demo_tasks", "split_tasks"]
@@ -124,8 +125,8 @@ def constrained_tasks(n: int, seed: int = 0) -> list[TaskSpec]:
     family = 0
     while len(out) < n:
         if len(exhausted) == len(_CONSTRAINED):
-            raise ValueError(f"cannot make {n} distinct constrained tasks (made {len(out)}); "
-                             "ask for fewer")
+            raise ConfigError(f"cannot make {n} distinct constrained tasks (made {len(out)}); "
+                              "ask for fewer")
         family = (family + 1) % len(_CONSTRAINED)
         if family in exhausted:
             continue
@@ -149,18 +150,23 @@ def arithmetic_tasks(n: int, seed: int = 0) -> list[TaskSpec]:
         a, b = r.randint(2, 40), r.randint(2, 30)
         kind = len(out) % 4
         if kind == 0:
-            text, answer = f"{name} has {a} {item} and buys {b} more. How many {item} does {name} have now?", a + b
+            text = f"{name} has {a} {item} and buys {b} more. How many {item} does {name} have now?"
+            answer = a + b
         elif kind == 1:
             a += b
-            text, answer = f"{name} had {a} {item} and gave away {b}. How many {item} are left?", a - b
+            text = f"{name} had {a} {item} and gave away {b}. How many {item} are left?"
+            answer = a - b
         elif kind == 2:
             a, b = r.randint(2, 12), r.randint(2, 9)
-            text, answer = f"{name} packs {a} boxes with {b} {item} in each. How many {item} is that in total?", a * b
+            text = (f"{name} packs {a} boxes with {b} {item} in each. "
+                    f"How many {item} is that in total?")
+            answer = a * b
         else:
             c = r.randint(2, 6)
-            text = (f"{name} buys {c} bags of {item} with {b} in each bag, then uses {a % (b * c) or 1}. "
+            used = a % (b * c) or 1
+            text = (f"{name} buys {c} bags of {item} with {b} in each bag, then uses {used}. "
                     f"How many {item} remain?")
-            answer = b * c - (a % (b * c) or 1)
+            answer = b * c - used
         task = f"{text} Answer with the number at the end."
         out.append(TaskSpec(task=task, constraints={"answer": answer}, id=f"m{seed}-{len(out)}",
                             metadata={"family": "arithmetic"}))
@@ -171,7 +177,7 @@ def split_tasks(tasks: Sequence[TaskSpec], held_out: float = 0.3,
                 seed: int = 0) -> tuple[list[TaskSpec], list[TaskSpec]]:
     """Shuffle and split into ``(train, held_out)``; marks each spec's ``split``."""
     if not 0.0 < held_out < 1.0:
-        raise ValueError(f"held_out is a fraction in (0, 1), got {held_out}")
+        raise ConfigError(f"held_out is a fraction in (0, 1), got {held_out}")
     order = list(tasks)
     random.Random(seed).shuffle(order)
     cut = max(1, int(round(len(order) * held_out)))

@@ -32,6 +32,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, PrivateAttr
 
+from agentic_loop.errors import AgenticLoopError, ConfigError
+
 TextScript = str | BaseException | Callable[[list[BaseMessage]], str]
 StructuredScript = (Mapping[str, Any] | BaseModel | BaseException
                     | Callable[[type[BaseModel], list[BaseMessage]], Any])
@@ -39,8 +41,11 @@ StructuredScript = (Mapping[str, Any] | BaseModel | BaseException
 __all__ = ["ScriptedCall", "ScriptedChatModel", "ScriptExhausted"]
 
 
-class ScriptExhausted(AssertionError):
-    """The test asked the fake for more answers than its script holds."""
+class ScriptExhausted(AgenticLoopError, AssertionError):
+    """The test asked the fake for more answers than its script holds.
+
+    An ``AssertionError`` too, so a test framework reports it as a failed test.
+    """
 
 
 @dataclass
@@ -98,7 +103,7 @@ class ScriptedChatModel(BaseChatModel):
         else:
             raise ScriptExhausted(
                 f"ScriptedChatModel has no text response left after {self._text_pos} calls; "
-                "add more `responses=` or set `default=`."
+                "add more `responses=` or set `default=`"
             )
         if isinstance(item, BaseException):
             raise item
@@ -119,7 +124,8 @@ class ScriptedChatModel(BaseChatModel):
         n_out = len(text.split())
         msg = AIMessage(
             content=text,
-            usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out},
+            usage_metadata={"input_tokens": n_in, "output_tokens": n_out,
+                            "total_tokens": n_in + n_out},
             response_metadata={"model_name": self.model_id},
         )
         return ChatResult(generations=[ChatGeneration(message=msg)])
@@ -137,7 +143,8 @@ class ScriptedChatModel(BaseChatModel):
         else:
             raise ScriptExhausted(
                 f"ScriptedChatModel has no structured answer left for schema {name!r} "
-                f"after {pos} calls; add more to `structured[{name!r}]` or set `default_structured=`."
+                f"after {pos} calls; add more to `structured[{name!r}]` or set "
+                "`default_structured=`"
             )
         if isinstance(item, BaseException):
             raise item
@@ -147,11 +154,12 @@ class ScriptedChatModel(BaseChatModel):
             item = item.model_dump()
         return schema.model_validate(item)
 
-    def with_structured_output(  # type: ignore[override]
+    def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[LanguageModelInput, Any]:
         if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-            raise TypeError("ScriptedChatModel.with_structured_output takes a pydantic model class.")
+            raise ConfigError(f"ScriptedChatModel.with_structured_output got {schema!r}; "
+                              "pass a pydantic model class")
 
         def answer(value: LanguageModelInput) -> Any:
             messages = self._convert_input(value).to_messages()

@@ -1,6 +1,7 @@
 """Trajectories: one durable record per architecture run, the training loop's only input.
 
-Every round's draft, features, score and critique are kept, along with what
+Every round's draft, features, score and critique are kept (the same
+:class:`Round` objects the graph state held), along with what
 the run saw (exemplar and reflection ids), what it cost (latency, tokens,
 LLM calls) and what went wrong (errors as data). Distillation later turns
 these into SFT sets (accepted finals and drafts) and DPO pairs (an early
@@ -29,12 +30,14 @@ import hashlib
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentic_loop.clock import utc_now
+from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.jsonl_log import JsonlLog
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "TokenUsage",
     "Trajectory",
     "TrajectoryLog",
+    "TrajectoryPathError",
     "hash_user_id",
 ]
 
@@ -50,8 +54,8 @@ SCHEMA_VERSION = 1
 Feedback = Literal["up", "down"]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+class TrajectoryPathError(StorageError, NotADirectoryError):
+    """A trajectory log path names a file that is not a ``.jsonl`` log."""
 
 
 def hash_user_id(user_id: str, salt: str | None = None) -> str:
@@ -78,7 +82,11 @@ class TokenUsage(BaseModel):
 
 
 class Round(BaseModel):
-    """One draft and its judgement."""
+    """One draft and its judgement: the only round model of the package.
+
+    The architectures' graph state accumulates these, a trajectory stores
+    them, and ``RunResult.trace`` shows them; one shape from node to disk.
+    """
 
     iteration: int
     draft: str
@@ -89,6 +97,8 @@ class Round(BaseModel):
     overall_score: int | None = None
     feedback: str | None = None
     latency_s: float | None = None
+    #: reward-hacking guards that fired on the draft (flag -> reason); counted by exports
+    guards: dict[str, str] = Field(default_factory=dict)
 
 
 class Trajectory(BaseModel):
@@ -98,7 +108,7 @@ class Trajectory(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    created_at: datetime = Field(default_factory=_now)
+    created_at: datetime = Field(default_factory=utc_now)
     architecture: str
     model_id: str
     task: str
@@ -130,7 +140,7 @@ class FeedbackEvent(BaseModel):
 
     trajectory_id: str
     feedback: Feedback
-    created_at: datetime = Field(default_factory=_now)
+    created_at: datetime = Field(default_factory=utc_now)
 
 
 class TrajectoryLog:
@@ -150,7 +160,7 @@ class TrajectoryLog:
             self.dir, file = path.parent, path
         else:
             if path.exists() and not path.is_dir():
-                raise NotADirectoryError(
+                raise TrajectoryPathError(
                     f"TrajectoryLog path {path} is a file; pass a directory or a .jsonl file")
             self.dir, file = path, path / self.FILE
         self._log: JsonlLog[Trajectory] = JsonlLog(file, Trajectory)
@@ -169,7 +179,7 @@ class TrajectoryLog:
     def record_feedback(self, trajectory_id: str, feedback: Feedback) -> None:
         """Attach a user's thumbs up/down to a logged run."""
         if feedback not in ("up", "down"):
-            raise ValueError(f"feedback must be 'up' or 'down', got {feedback!r}")
+            raise ConfigError(f"feedback={feedback!r}: pass 'up' or 'down'")
         self._feedback.append(FeedbackEvent(trajectory_id=trajectory_id, feedback=feedback))
 
     def read(self) -> list[Trajectory]:
@@ -177,7 +187,8 @@ class TrajectoryLog:
 
         Corrupt lines are skipped with a warning naming ``file:line``.
         """
-        latest: dict[str, Feedback] = {e.trajectory_id: e.feedback for e in self._feedback.read_all()}
+        latest: dict[str, Feedback] = {e.trajectory_id: e.feedback
+                                       for e in self._feedback.read_all()}
         out = []
         for t in self._log.read_all():
             if t.id in latest:

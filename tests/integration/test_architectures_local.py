@@ -18,7 +18,8 @@ from agentic_loop.trajectories import TrajectoryLog
 pytestmark = pytest.mark.slow
 
 SEED_TASKS = [
-    "Write a 3-sentence tagline (30-80 words total) for a coffee shop that emphasizes craftsmanship.",
+    "Write a 3-sentence tagline (30-80 words total) for a coffee shop that emphasizes "
+    "craftsmanship.",
     "Write a tagline for a bookstore in EXACTLY 12 words. Must avoid the words 'we', 'our', "
     "and 'discover'.",
     "Tagline for museum.",

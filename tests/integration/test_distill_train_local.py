@@ -16,9 +16,9 @@ from safetensors import safe_open
 from transformers import TrainerCallback
 from typer.testing import CliRunner
 
-from agentic_loop.distill.gate import Decision
-from agentic_loop.distill.model_card import read_card
+from agentic_loop.distill.release.gate import Decision
 from agentic_loop.distill.train import TrainError, TrainResult, train
+from agentic_loop.distill.train.model_card import read_card
 from agentic_loop.models import load_chat_model
 from agentic_loop.models.embedded import ensure_converted
 
@@ -49,13 +49,15 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
             fh.write(json.dumps({"prompt": [{"role": "user", "content": task}],
                                  "chosen": [{"role": "assistant", "content": good}],
                                  "rejected": [{"role": "assistant", "content": bad}]}) + "\n")
-    (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "format": "trl-conversational"}))
+    (d / "manifest.json").write_text(json.dumps({"schema_version": 1,
+                                                 "format": "trl-conversational"}))
     return d
 
 
 @pytest.fixture(scope="module")
 def sft_full(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
-    return train(dataset, tmp_path_factory.mktemp("sft") / "model", method="sft", max_steps=2, **FAST)
+    return train(dataset, tmp_path_factory.mktemp("sft") / "model", method="sft", max_steps=2,
+                 **FAST)
 
 
 def _tensor(model_dir: Path, name: str = "model.layers.0.mlp.down_proj.weight"):
@@ -64,7 +66,8 @@ def _tensor(model_dir: Path, name: str = "model.layers.0.mlp.down_proj.weight"):
 
 
 def _generates(spec: str) -> str:
-    text = load_chat_model(spec, temperature=0.0, max_tokens=8).invoke("Say hello in French.").content
+    text = load_chat_model(spec, temperature=0.0, max_tokens=8).invoke(
+        "Say hello in French.").content
     assert isinstance(text, str) and text.strip()
     return text
 
@@ -77,16 +80,20 @@ def test_sft_writes_a_servable_model_and_its_card(sft_full: TrainResult, dataset
     assert not (out / "checkpoints").exists() and not (out / "run.json").exists()
     assert not (_tensor(out) == _tensor(ensure_converted())).all()  # the weights moved
     card = read_card(out)
-    assert (card.method, card.adapter, card.precision, card.base_model) == ("sft", False, "fp32", "local")
-    assert card.data.manifest_sha256 == hashlib.sha256((dataset / "manifest.json").read_bytes()).hexdigest()
+    assert (card.method, card.adapter, card.precision, card.base_model) == (
+        "sft", False, "fp32", "local")
+    assert card.data.manifest_sha256 == hashlib.sha256(
+        (dataset / "manifest.json").read_bytes()).hexdigest()
     assert (card.data.sft_rows, card.data.pairs) == (6, 0)
     assert card.stages[0]["steps"] == 2 and card.stages[0]["tokens"] > 0
-    assert card.hyperparameters["max_steps"] == 2 and card.hyperparameters["learning_rates"] == {"sft": 2e-5}
+    assert (card.hyperparameters["max_steps"] == 2
+            and card.hyperparameters["learning_rates"] == {"sft": 2e-5})
     assert card.started_at and card.finished_at and card.versions["trl"]
     _generates(sft_full.spec)
 
 
-def test_a_finished_run_is_reused_and_a_different_one_refused(sft_full: TrainResult, dataset: Path) -> None:
+def test_a_finished_run_is_reused_and_a_different_one_refused(sft_full: TrainResult,
+                                                              dataset: Path) -> None:
     again = train(dataset, sft_full.model_dir, method="sft", max_steps=2, **FAST)
     assert again.skipped and again.card.config_fingerprint == sft_full.card.config_fingerprint
     with pytest.raises(TrainError, match="already holds a model trained with other settings"):
@@ -97,7 +104,8 @@ def test_dpo_with_lora_merged(dataset: Path, tmp_path: Path) -> None:
     result = train(dataset, tmp_path / "dpo", method="dpo", lora=True, max_steps=2, **FAST)
     assert not (result.model_dir / "adapter_config.json").exists()
     card = read_card(result.model_dir)
-    assert card.lora == {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear", "merged": True}
+    assert card.lora == {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear",
+                         "merged": True}
     assert card.hyperparameters["beta"] == 0.1
     assert "rewards/accuracies" in card.stages[0]["metrics"]
     assert not (_tensor(result.model_dir) == _tensor(ensure_converted())).all()
@@ -137,7 +145,7 @@ def test_unmerged_lora_keeps_an_adapter(dataset: Path, tmp_path: Path) -> None:
 
 
 def test_evaluate_models_on_real_models(sft_full: TrainResult, tmp_path: Path) -> None:
-    from agentic_loop.distill.evaluate import evaluate_models
+    from agentic_loop.distill.release.evaluate import evaluate_models
 
     golden = tmp_path / "golden.jsonl"
     golden.write_text("\n".join(json.dumps(r) for r in [
@@ -161,9 +169,9 @@ def test_cli_trains_sft_then_dpo(dataset: Path, tmp_path: Path) -> None:
     from agentic_loop.cli import distill as _  # noqa: F401  (registers the command)
 
     out = tmp_path / "cli"
-    result = CliRunner().invoke(app, ["distill", "--data", str(dataset), "--method", "sft+dpo", "--lora",
-                                      "--max-steps", "1", "--batch-size", "2", "--max-length", "64",
-                                      "--out", str(out)])
+    result = CliRunner().invoke(app, ["distill", "--data", str(dataset), "--method", "sft+dpo",
+                                      "--lora", "--max-steps", "1", "--batch-size", "2",
+                                      "--max-length", "64", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "sft" in result.output and "dpo" in result.output
     card = read_card(out)
@@ -174,8 +182,8 @@ def test_cli_trains_sft_then_dpo(dataset: Path, tmp_path: Path) -> None:
 
 
 def test_the_whole_loop_from_trajectories(tmp_path: Path) -> None:
-    from agentic_loop.distill.pipeline import distill_loop
-    from agentic_loop.distill.registry import Registry
+    from agentic_loop.distill.release.pipeline import distill_loop
+    from agentic_loop.distill.release.registry import Registry
     from agentic_loop.memory import HashingEmbedder
     from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
 
@@ -200,7 +208,8 @@ def test_the_whole_loop_from_trajectories(tmp_path: Path) -> None:
     card = read_card(result.train.model_dir)
     assert card.evals and card.evals[-1]["decision"] == result.evaluation.decision.value
     assert reg.versions()[0].card["method"] == "sft"
-    assert (tmp_path / "work" / "eval.png").is_file() and (tmp_path / "work" / "eval.json").is_file()
+    assert ((tmp_path / "work" / "eval.png").is_file()
+            and (tmp_path / "work" / "eval.json").is_file())
     actions = [e.action for e in reg.history()]
     if result.promoted:
         assert reg.current.version == "v1" and actions == ["register", "promote"]

@@ -74,7 +74,8 @@ def test_sampling_controls(local_llm):
     g1 = local_llm.invoke(prompt, temperature=0.0, max_tokens=16).content
     g2 = local_llm.invoke(prompt, temperature=0.0, max_tokens=16).content
     assert a == b and g1 == g2  # seeded sampling and greedy decoding are reproducible
-    seeds = {local_llm.invoke(prompt, temperature=1.2, seed=s, max_tokens=12).content for s in range(4)}
+    seeds = {local_llm.invoke(prompt, temperature=1.2, seed=s, max_tokens=12).content
+             for s in range(4)}
     assert len(seeds) > 1  # and sampling does sample
     cut = local_llm.invoke(prompt, temperature=0.0, max_tokens=5)
     assert cut.usage_metadata["output_tokens"] == 5

@@ -58,7 +58,10 @@ TOPICS: dict[str, tuple[list[str], list[str]]] = {
             "Write an email to a hotel requesting late check-out",
             "Describe the best time of year to visit Iceland",
         ],
-        ["Plan a weekend city trip to Barcelona", "What should I pack for a ski vacation in the Alps?"],
+        [
+            "Plan a weekend city trip to Barcelona",
+            "What should I pack for a ski vacation in the Alps?",
+        ],
     ),
     "fitness": (
         [
@@ -69,7 +72,10 @@ TOPICS: dict[str, tuple[list[str], list[str]]] = {
             "Give tips for staying motivated to work out",
             "How should I warm up before a long run?",
         ],
-        ["Create a four-week plan to start jogging", "What exercises build upper body strength at home?"],
+        [
+            "Create a four-week plan to start jogging",
+            "What exercises build upper body strength at home?",
+        ],
     ),
 }
 
@@ -98,7 +104,8 @@ def test_real_embedder_is_normalized_384_d_and_batch_independent(real_embedder: 
 def test_top3_come_from_the_right_topic(labelled_archive: Archive, topic: str) -> None:
     for query in TOPICS[topic][1]:
         hits = labelled_archive.search(query, k=3)
-        assert [h.entry.metadata["topic"] for h in hits] == [topic] * 3, (query, [h.entry.task for h in hits])
+        assert [h.entry.metadata["topic"] for h in hits] == [topic] * 3, (
+            query, [h.entry.task for h in hits])
 
 
 def test_min_score_cuts_unrelated_tasks(labelled_archive: Archive) -> None:
@@ -108,9 +115,11 @@ def test_min_score_cuts_unrelated_tasks(labelled_archive: Archive) -> None:
 
 def test_reflections_are_found_for_similar_tasks(tmp_path: Path, real_embedder: Embedder) -> None:
     memory = ReflexionMemory(tmp_path, embedder=real_embedder)
-    memory.add("Sum the prices in the invoice table", "Read every row before adding; I skipped the last one.")
+    memory.add("Sum the prices in the invoice table",
+               "Read every row before adding; I skipped the last one.")
     memory.add("Write a haiku about autumn rain", "Count syllables per line: five, seven, five.")
-    memory.add("Translate the contract clause into French", "Keep legal terms exact; do not paraphrase.")
+    memory.add("Translate the contract clause into French",
+               "Keep legal terms exact; do not paraphrase.")
     hit = memory.search("Add up the amounts in this billing spreadsheet", k=1)[0]
     assert hit.entry.reflection.startswith("Read every row")
 
@@ -125,7 +134,8 @@ def test_store_search_uses_real_similarity(tmp_path: Path, real_embedder: Embedd
 
 
 def test_hnsw_recall_against_exact_search_on_real_embeddings(real_embedder: Embedder) -> None:
-    spec = importlib.util.spec_from_file_location("corpus", Path(__file__).parents[2] / "bench" / "corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "corpus", Path(__file__).parents[2] / "bench" / "corpus.py")
     assert spec is not None and spec.loader is not None
     corpus = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(corpus)
@@ -138,5 +148,6 @@ def test_hnsw_recall_against_exact_search_on_real_embeddings(real_embedder: Embe
     exact.add(base)
     approx.add(base)
     assert approx.kind == "hnsw"
-    recall = np.mean([len(set(exact.search(q, 10)[1]) & set(approx.search(q, 10)[1])) / 10 for q in queries])
+    recall = np.mean([len(set(exact.search(q, 10)[1]) & set(approx.search(q, 10)[1])) / 10
+                      for q in queries])
     assert recall >= 0.95

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentic_loop.architectures import Reflection
-from agentic_loop.distill.serve import serve
+from agentic_loop.distill.release.serve import serve
 from agentic_loop.distill.train import train
 from agentic_loop.models import load_chat_model
 
@@ -35,7 +35,8 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = [("Say hello in French.", "Bonjour!"), ("Name a yellow fruit.", "Banana."),
             ("Give a synonym of happy.", "Joyful."), ("What color is the sky?", "Blue.")]
     (data / "sft.jsonl").write_text("".join(json.dumps({"messages": [
-        {"role": "user", "content": q}, {"role": "assistant", "content": a}]}) + "\n" for q, a in rows))
+        {"role": "user", "content": q}, {"role": "assistant", "content": a}]}) + "\n"
+        for q, a in rows))
     result = train(data, tmp_path_factory.mktemp("adapter") / "tagline", method="sft", lora=True,
                    merge_lora=False, max_steps=1, batch_size=2, max_length=64, progress=False)
     assert result.adapter

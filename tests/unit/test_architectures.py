@@ -18,15 +18,20 @@ from agentic_loop.architectures import (
     Reflexion,
     RunResult,
     TaskError,
+    architecture_class,
     create_architecture,
     create_archive_refine_graph,
     create_reflection_graph,
+    run_specs,
     task_rubric,
 )
+from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Feature, Rubric
 from agentic_loop.memory import Archive, HashingEmbedder, ReflexionMemory
+from agentic_loop.models.retry import RetryPolicy
+from agentic_loop.tasks import TaskSpec
 from agentic_loop.testing import ScriptedChatModel
-from agentic_loop.trajectories import TrajectoryLog
+from agentic_loop.trajectories import Round, TrajectoryLog
 
 ONE_WORD = Rubric.for_constraints(exact_words=1)
 NO_WE = Rubric.for_constraints(exclude_words=["we"])
@@ -96,7 +101,8 @@ def test_plateau_stops_early():
 
 
 def test_llm_features_are_judged_and_checks_never_asked():
-    rubric = Rubric([Feature("short", "At most 3 words.", 3.0, check=lambda t, o: len(o.split()) <= 3),
+    rubric = Rubric([Feature("short", "At most 3 words.", 3.0,
+                             check=lambda t, o: len(o.split()) <= 3),
                      Feature("warm", "It sounds warm.", 1.0, kind="bool")])
     llm = ScriptedChatModel(responses=["Hello dear friend of mine", "Hi friend"],
                             structured={"RubricJudgement": [{"warm": False, "overall_score": 9},
@@ -301,7 +307,7 @@ def test_resume_without_checkpoint_is_a_clear_error():
 
 class AppState(TypedDict, total=False):
     task: str
-    final: dict
+    final: Round
     log: Annotated[list[str], operator.add]
 
 
@@ -311,15 +317,82 @@ def test_graphs_work_as_subgraphs_of_an_app(tmp_path):
     app = StateGraph(AppState)
     app.add_node("prepare", lambda s: {"log": ["prepared"]})
     app.add_node("writer", inner)
-    app.add_node("publish", lambda s: {"log": [f"published {s['final']['draft']}"]})
+    app.add_node("publish", lambda s: {"log": [f"published {s['final'].draft}"]})
     app.add_edge("prepare", "writer")
     app.add_edge("writer", "publish")
     app.add_edge("publish", END)
     app.set_entry_point("prepare")
     out = app.compile(checkpointer=InMemorySaver()).invoke(
         {"task": "Say one word."}, {"configurable": {"thread_id": "app"}})
-    assert out["log"] == ["prepared", "published one"] and out["final"]["score"] == 10.0
+    assert out["log"] == ["prepared", "published one"] and out["final"].score == 10.0
 
     archived = create_archive_refine_graph(ScriptedChatModel(default="one"), rubric=ONE_WORD,
                                            archive=Archive(tmp_path, embedder=HashingEmbedder()))
     assert archived.invoke({"task": "Say one word."})["archived"] is True
+
+
+def test_run_result_is_a_view_of_the_logged_trajectory(tmp_path):
+    log = TrajectoryLog(tmp_path)
+    result = Reflection(ScriptedChatModel(responses=["two words", "one"]), rubric=ONE_WORD,
+                        trajectories=log).run("Say one word.")
+    (logged,) = log.read()
+    assert result.trajectory.model_dump() == logged.model_dump()
+    assert (result.output, result.score, result.trace, result.errors) == (
+        logged.final_output, logged.final_score, logged.rounds, logged.errors)
+    assert result.features == logged.rounds[1].features and result.passed
+    dumped = result.model_dump(mode="json", exclude={"trace"})
+    assert list(dumped) == ["task", "output", "score", "features", "passed", "iterations",
+                            "archived", "stop_reason", "trajectory_id", "exemplar_ids",
+                            "reflection_ids", "usage", "latency_s", "errors"]
+    refused = Reflection(ScriptedChatModel(), rubric=ONE_WORD).batch([""])[0]
+    assert refused.trajectory_id is None and refused.output is None and not refused.ok
+
+
+def test_batch_and_run_specs_take_task_specs_with_their_own_rubric():
+    llm = ScriptedChatModel(default="one")
+    arch = Reflection(llm, rubric=NO_WE, max_iterations=1)
+    specs = [TaskSpec(task="Say one word.", constraints={"exact_words": 2}), "Say a word."]
+    results = arch.batch(specs, max_concurrency=2)
+    assert [sorted(r.features) for r in results] == [["exact_words"], ["exclude_words"]]
+    assert [r.passed for r in results] == [False, True] and results[1].score == 10.0
+    again = run_specs(arch, specs, max_concurrency=1, progress="specs")
+    assert [r.score for r in again] == [r.score for r in results]
+    assert [r.score for r in asyncio.run(arch.abatch(specs))] == [r.score for r in results]
+
+
+def test_architecture_names_are_checked_in_one_place():
+    assert architecture_class("reflexion") is Reflexion
+    with pytest.raises(ConfigError, match="unknown architecture 'self_refine'; choose one of"):
+        architecture_class("self_refine")
+
+
+def test_one_retry_policy_for_generation_and_reflection(tmp_path):
+    down = ScriptedChatModel(responses=[RuntimeError("down")] * 3)
+    result = Reflection(down, rubric=ONE_WORD, retry=RetryPolicy(max_attempts=1)).run("x")
+    assert len(down.calls) == 1 and "RuntimeError: down" in result.errors[0]
+    with pytest.raises(ConfigError, match="not both"):
+        Reflection(ScriptedChatModel(), retry=RetryPolicy(), llm_retries=1)
+    with pytest.raises(ConfigError, match="llm_retries=-1"):
+        Reflection(ScriptedChatModel(), llm_retries=-1)
+    # the reflect step is retried too: an invalid note is fed back and asked again
+    memory = ReflexionMemory(tmp_path / "m", embedder=HashingEmbedder())
+    note = {"root_cause": "a", "correction": "b", "lesson": "Drop we."}
+    llm = ScriptedChatModel(responses=["We sell", "Ink and paper"],
+                            structured={"ReflectionNote": [{"lesson": 3}, note]})
+    result = Reflexion(llm, rubric=NO_WE, memory=memory, retry_backoff_s=0.0).run("Tagline.")
+    assert result.ok and result.output == "Ink and paper" and len(memory) == 1
+    notes = [c for c in llm.calls if c.schema_name == "ReflectionNote"]
+    assert len(notes) == 2 and "That answer was invalid" in notes[1].prompt
+
+
+def test_rounds_survive_a_strict_checkpoint_serializer():
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    saver = InMemorySaver(serde=JsonPlusSerializer(allowed_msgpack_modules=None))
+    arch = Reflection(ScriptedChatModel(responses=["two words", "one"]), rubric=ONE_WORD,
+                      checkpointer=saver)
+    result = arch.run("Say one word.", thread_id="strict")
+    values = arch.build().get_state({"configurable": {"thread_id": "strict"}}).values
+    assert all(isinstance(r, Round) for r in values["rounds"])
+    assert isinstance(values["final"], Round) and values["final"].draft == "one"
+    assert values["trajectory"].id == result.trajectory_id

@@ -63,8 +63,11 @@ def archive(tmp_path: Path, emb: HashingEmbedder) -> Archive:
 def fill(archive: Archive) -> None:
     for topic, phrases in TOPICS.items():
         for i, phrase in enumerate(phrases):
-            archive.add(f"Write a tagline for a {phrase} business", f"{topic} output {i}: {phrase} done well",
-                        score=5 + i)
+            archive.add(
+                f"Write a tagline for a {phrase} business",
+                f"{topic} output {i}: {phrase} done well",
+                score=5 + i,
+            )
 
 
 # -- add / get / dedup ----------------------------------------------------------------
@@ -121,7 +124,9 @@ def test_dedup_can_be_switched_off(tmp_path: Path, emb: HashingEmbedder) -> None
 
 def test_add_with_a_known_id_replaces_it_keeping_created_at(archive: Archive) -> None:
     first = archive.add("Tagline for a bakery", "Warm bread.", score=6)
-    second = archive.add("Tagline for a bakery", "Warm bread, every morning.", score=9, id=first.entry.id)
+    second = archive.add(
+        "Tagline for a bakery", "Warm bread, every morning.", score=9, id=first.entry.id
+    )
     assert second.status == "replaced"
     stored = archive.get(first.entry.id)
     assert stored.score == 9 and stored.created_at == first.entry.created_at
@@ -194,9 +199,13 @@ def test_search_on_an_empty_archive_returns_nothing(archive: Archive) -> None:
     assert archive.search("anything") == []
 
 
-def test_hnsw_index_above_the_exact_limit_still_finds_the_right_entries(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_hnsw_index_above_the_exact_limit_still_finds_the_right_entries(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     archive = Archive(tmp_path, embedder=emb, exact_limit=40, dedup_threshold=None)
-    archive.add_many([{"task": f"task {i} about subject {i}", "output": f"out {i}"} for i in range(200)])
+    archive.add_many(
+        [{"task": f"task {i} about subject {i}", "output": f"out {i}"} for i in range(200)]
+    )
     archive.search("x")
     assert archive._indexes is not None and archive._indexes.tasks.kind == "hnsw"
     found = sum(archive.search(f"task {i} about subject {i}", k=1)[0].entry.output == f"out {i}"
@@ -207,7 +216,9 @@ def test_hnsw_index_above_the_exact_limit_still_finds_the_right_entries(tmp_path
 # -- persistence and the derived index -------------------------------------------------------
 
 
-def test_reopen_uses_the_saved_index_without_re_embedding(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_reopen_uses_the_saved_index_without_re_embedding(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     with Archive(tmp_path, embedder=emb) as archive:
         fill(archive)
     counting = CountingEmbedder(emb)
@@ -220,22 +231,27 @@ def test_reopen_uses_the_saved_index_without_re_embedding(tmp_path: Path, emb: H
     assert state["rows"] == 12 and state["embedder"] == emb.name
 
 
-def test_index_behind_the_log_embeds_only_the_missing_rows(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_index_behind_the_log_embeds_only_the_missing_rows(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     with Archive(tmp_path, embedder=emb) as archive:
         fill(archive)
-    Archive(tmp_path, embedder=emb).add("Tagline for a florist", "Blooms for every mood.")  # not closed
+    # not closed:
+    Archive(tmp_path, embedder=emb).add("Tagline for a florist", "Blooms for every mood.")
     counting = CountingEmbedder(emb)
     reopened = Archive(tmp_path, embedder=counting)
     assert reopened.search("florist tagline", k=1)[0].entry.output == "Blooms for every mood."
     assert counting.texts == 1 + 2  # the query, plus task and output of the one missing row
 
 
-def test_a_corrupted_index_file_is_rebuilt_with_a_warning(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_a_corrupted_index_file_is_rebuilt_with_a_warning(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     with Archive(tmp_path, embedder=emb) as archive:
         fill(archive)
     (tmp_path / "index.faiss").write_bytes(b"garbage")
     reopened = Archive(tmp_path, embedder=emb)
-    with pytest.warns(UserWarning, match="Rebuilding the search index"):
+    with pytest.warns(UserWarning, match="rebuilding the search index"):
         hits = reopened.search("Write a tagline for a bike repair business", k=1)
     assert hits[0].entry.output.startswith("bicycle output 0")
 
@@ -246,11 +262,14 @@ def test_missing_index_files_are_rebuilt(tmp_path: Path, emb: HashingEmbedder) -
     for name in ("index.faiss", "outputs.faiss", "index.json"):
         (tmp_path / name).unlink()
     reopened = Archive(tmp_path, embedder=emb)
-    assert reopened.search("Write a tagline for a baker oven business", k=1)[0].entry.output.startswith("bakery")
+    best = reopened.search("Write a tagline for a baker oven business", k=1)[0]
+    assert best.entry.output.startswith("bakery")
     assert reopened.add("x", "bakery output 3: baker oven done well").status == "duplicate"
 
 
-def test_an_open_archive_sees_entries_added_by_another_instance(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_an_open_archive_sees_entries_added_by_another_instance(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     reader = Archive(tmp_path, embedder=emb)
     assert len(reader) == 0
     writer = Archive(tmp_path, embedder=emb)
@@ -286,8 +305,9 @@ def test_reembed_switches_the_embedder(tmp_path: Path) -> None:
     with Archive(tmp_path, embedder=HashingEmbedder(64)) as archive:
         fill(archive)
     switched = Archive(tmp_path, embedder=HashingEmbedder(128), reembed=True)
-    assert switched.search("Write a tagline for a croissant pastry business", k=1)[0].entry.output.startswith(
-        "bakery output 1")
+    assert switched.search("Write a tagline for a croissant pastry business", k=1)[
+        0
+    ].entry.output.startswith("bakery output 1")
     assert json.loads((tmp_path / "meta.json").read_text())["embedder"] == "hashing-v1-128"
     Archive(tmp_path, embedder=HashingEmbedder(128))  # now the recorded one
 
@@ -304,12 +324,16 @@ def test_same_name_with_another_dimension_is_refused(tmp_path: Path, emb: Hashin
         impostor.search("a")
 
 
-def test_corrupted_meta_json_is_a_clear_error_and_loses_nothing(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_corrupted_meta_json_is_a_clear_error_and_loses_nothing(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     with Archive(tmp_path, embedder=emb) as archive:
         fill(archive)
     entries_before = (tmp_path / "entries.jsonl").read_bytes()
     (tmp_path / "meta.json").write_text('{"schema_version": 1, "kind": "archive", "embe')
-    with pytest.raises(ArchiveCorruptedError, match=r"meta\.json is corrupted .*delete .*meta\.json and reopen"):
+    with pytest.raises(
+        ArchiveCorruptedError, match=r"meta\.json is corrupted .*delete .*meta\.json and reopen"
+    ):
         Archive(tmp_path, embedder=emb)
     assert (tmp_path / "entries.jsonl").read_bytes() == entries_before
     (tmp_path / "meta.json").unlink()  # the documented recovery
@@ -324,13 +348,17 @@ def test_meta_from_a_newer_version_is_refused(tmp_path: Path, emb: HashingEmbedd
         Archive(tmp_path, embedder=emb)
 
 
-def test_a_reflexion_folder_is_not_opened_as_an_archive(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_a_reflexion_folder_is_not_opened_as_an_archive(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     ReflexionMemory(tmp_path, embedder=emb)
     with pytest.raises(ArchiveError, match="holds a 'reflexion' collection .*not a 'archive' one"):
         Archive(tmp_path, embedder=emb)
 
 
-def test_a_file_in_place_of_the_folder_is_a_clear_error(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_a_file_in_place_of_the_folder_is_a_clear_error(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(ArchiveError, match="a file is in the way"):
         Archive(tmp_path / "file", embedder=emb)
@@ -339,7 +367,9 @@ def test_a_file_in_place_of_the_folder_is_a_clear_error(tmp_path: Path, emb: Has
 # -- crash damage ------------------------------------------------------------------------------
 
 
-def test_torn_last_line_is_skipped_then_repaired_on_the_next_add(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_torn_last_line_is_skipped_then_repaired_on_the_next_add(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     with Archive(tmp_path, embedder=emb) as archive:
         fill(archive)
     with (tmp_path / "entries.jsonl").open("ab") as fh:
@@ -375,9 +405,15 @@ def test_corrupt_middle_line_costs_only_itself(tmp_path: Path, emb: HashingEmbed
 def test_prune_by_min_score_max_entries_and_age(tmp_path: Path, emb: HashingEmbedder) -> None:
     archive = Archive(tmp_path, embedder=emb)
     old = datetime.now(UTC) - timedelta(days=30)
-    archive.add_many([ArchiveEntry(task=f"task {i}", output=f"output number {i}", score=i, created_at=old)
-                      for i in range(5)])
-    archive.add_many([ArchiveEntry(task=f"task {i}", output=f"output number {i}", score=i) for i in range(5, 10)])
+    archive.add_many(
+        [
+            ArchiveEntry(task=f"task {i}", output=f"output number {i}", score=i, created_at=old)
+            for i in range(5)
+        ]
+    )
+    archive.add_many(
+        [ArchiveEntry(task=f"task {i}", output=f"output number {i}", score=i) for i in range(5, 10)]
+    )
     archive.add("unscored", "no score here")
     assert archive.prune(min_score=2).removed == 3  # scores 0, 1 and the unscored one
     assert archive.prune(older_than=timedelta(days=7)).removed == 3  # scores 2, 3, 4
@@ -394,7 +430,9 @@ def test_prune_by_min_score_max_entries_and_age(tmp_path: Path, emb: HashingEmbe
         archive.prune(max_entries=-1)
 
 
-def test_prune_compacts_superseded_versions_and_keeps_search_working(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_prune_compacts_superseded_versions_and_keeps_search_working(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     archive = Archive(tmp_path, embedder=emb)
     fill(archive)
     first = archive.entries()[0]
@@ -442,7 +480,9 @@ def test_stats_reports_count_scores_growth_and_drift(archive: Archive) -> None:
     assert stats.drift is not None and stats.drift.window == 4
 
 
-def test_orphan_temp_files_from_a_crash_are_cleaned_on_open(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_orphan_temp_files_from_a_crash_are_cleaned_on_open(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     Archive(tmp_path, embedder=emb).add("a", "b")
     orphan = tmp_path / ".index.faiss.abc123.tmp"
     orphan.write_bytes(b"half an index")
@@ -460,7 +500,9 @@ def test_threads_sharing_one_archive_lose_nothing(tmp_path: Path, emb: HashingEm
         target = archive if worker % 2 else other
         ids = []
         for i in range(40):
-            result = target.add(f"worker {worker} task {i}", f"worker {worker} wrote output {i} {worker * 1000 + i}")
+            result = target.add(
+                f"worker {worker} task {i}", f"worker {worker} wrote output {i} {worker * 1000 + i}"
+            )
             assert result.added
             ids.append(result.entry.id)
             target.search(f"worker {worker} task", k=2)
@@ -469,10 +511,16 @@ def test_threads_sharing_one_archive_lose_nothing(tmp_path: Path, emb: HashingEm
     with ThreadPoolExecutor(4) as pool:
         ids = [i for chunk in pool.map(work, range(4)) for i in chunk]
     assert len(ids) == 160
-    assert sorted(e.id for e in archive.entries()) == sorted(ids) == sorted(e.id for e in other.entries())
+    assert (
+        sorted(e.id for e in archive.entries())
+        == sorted(ids)
+        == sorted(e.id for e in other.entries())
+    )
 
 
-def test_a_custom_embedder_returning_raw_vectors_still_gives_cosine(tmp_path: Path, emb: HashingEmbedder) -> None:
+def test_a_custom_embedder_returning_raw_vectors_still_gives_cosine(
+    tmp_path: Path, emb: HashingEmbedder
+) -> None:
     class Raw(CountingEmbedder):
         def embed(self, texts: Sequence[str]) -> np.ndarray:
             return 5.0 * self.inner.embed(texts)

@@ -41,7 +41,9 @@ WRITER = textwrap.dedent(
 )
 
 
-def start_writer(root: Path, ack: Path, count: int, tag: str, go: Path | None = None) -> subprocess.Popen[bytes]:
+def start_writer(
+    root: Path, ack: Path, count: int, tag: str, go: Path | None = None
+) -> subprocess.Popen[bytes]:
     """Start a writer; without ``go`` it starts writing at once."""
     go = go or root  # an existing path: no waiting
     return subprocess.Popen(
@@ -96,7 +98,9 @@ def test_two_processes_appending_at_once_lose_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kill_after", [150, 600])
-def test_sigkill_during_1000_appends_loses_no_acknowledged_entry(tmp_path: Path, kill_after: int) -> None:
+def test_sigkill_during_1000_appends_loses_no_acknowledged_entry(
+    tmp_path: Path, kill_after: int
+) -> None:
     ack = tmp_path / "ack"
     writer = start_writer(tmp_path, ack, 1000, "crash")
     deadline = time.monotonic() + 120
@@ -114,7 +118,11 @@ def test_sigkill_during_1000_appends_loses_no_acknowledged_entry(tmp_path: Path,
         warnings.simplefilter("always")
         archive = Archive(tmp_path, embedder=EMB)
         stored = {e.id for e in archive.entries()}
-    corrupt = [w for w in caught if issubclass(w.category, LogCorruptionWarning) and "torn" not in str(w.message)]
+    corrupt = [
+        w
+        for w in caught
+        if issubclass(w.category, LogCorruptionWarning) and "torn" not in str(w.message)
+    ]
     assert corrupt == []  # at most a torn last line, never a corrupt record
     assert set(ids) <= stored  # no acknowledged entry lost
     assert len(stored) - len(ids) <= 1  # at most the one being acknowledged when killed

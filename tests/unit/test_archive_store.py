@@ -20,16 +20,35 @@ def store(tmp_path: Path) -> ArchiveStore:
 
 
 def put_examples(store: ArchiveStore) -> None:
-    store.put(NS, "book", {"task": "Tagline for a bookstore", "output": "Stories wait on every shelf.", "score": 9})
-    store.put(NS, "bread", {"task": "Tagline for a bakery", "output": "Warm bread, every morning.", "score": 7,
-                            "metadata": {"lang": "en"}})
+    store.put(
+        NS,
+        "book",
+        {"task": "Tagline for a bookstore", "output": "Stories wait on every shelf.", "score": 9},
+    )
+    store.put(
+        NS,
+        "bread",
+        {
+            "task": "Tagline for a bakery",
+            "output": "Warm bread, every morning.",
+            "score": 7,
+            "metadata": {"lang": "en"},
+        },
+    )
     store.put(("archive", "math"), "sum", {"task": "Add 2 and 3", "output": "5", "score": 10})
 
 
 def test_put_then_get_round_trips_the_value(store: ArchiveStore) -> None:
-    value = {"task": "Tagline for a bookstore", "output": "Stories wait on every shelf.", "score": 9.0,
-             "features": {"words": 5}, "iterations": 1, "model_id": "m", "trajectory_id": "t",
-             "metadata": {"k": "v"}}
+    value = {
+        "task": "Tagline for a bookstore",
+        "output": "Stories wait on every shelf.",
+        "score": 9.0,
+        "features": {"words": 5},
+        "iterations": 1,
+        "model_id": "m",
+        "trajectory_id": "t",
+        "metadata": {"k": "v"},
+    }
     store.put(NS, "book", value)
     item = store.get(NS, "book")
     assert item is not None and item.key == "book" and item.namespace == NS
@@ -40,10 +59,12 @@ def test_put_then_get_round_trips_the_value(store: ArchiveStore) -> None:
 def test_put_overwrites_and_delete_removes(store: ArchiveStore) -> None:
     store.put(NS, "k", {"task": "t", "output": "first"})
     created = store.get(NS, "k").created_at
-    store.put(NS, "k", {"task": "t", "output": "first"})  # same value again: a keyed write is never a "duplicate"
+    # same value again: a keyed write is never a "duplicate"
+    store.put(NS, "k", {"task": "t", "output": "first"})
     store.put(NS, "k", {"task": "t", "output": "second"})
     item = store.get(NS, "k")
-    assert item.value["output"] == "second" and item.created_at == created and item.updated_at > created
+    assert item.value["output"] == "second"
+    assert item.created_at == created and item.updated_at > created
     store.delete(NS, "k")
     assert store.get(NS, "k") is None
     store.delete(NS, "never-existed")  # a no-op, as in every LangGraph store
@@ -71,13 +92,15 @@ def test_search_by_query_ranks_across_namespaces_under_the_prefix(store: Archive
 def test_search_filter_offset_and_limit(store: ArchiveStore) -> None:
     put_examples(store)
     # without a query: namespaces in sorted order, each in insertion order
-    assert [h.key for h in store.search(("archive",), filter={"score": {"$gte": 9}}, limit=10)] == ["sum", "book"]
+    found = store.search(("archive",), filter={"score": {"$gte": 9}}, limit=10)
+    assert [h.key for h in found] == ["sum", "book"]
     assert [h.key for h in store.search(NS, filter={"metadata": {"lang": "en"}})] == ["bread"]
-    assert [h.key for h in store.search(NS, query="bakery", filter={"score": {"$lt": 8}})] == ["bread"]
+    found = store.search(NS, query="bakery", filter={"score": {"$lt": 8}})
+    assert [h.key for h in found] == ["bread"]
     assert [h.key for h in store.search(NS)] == ["book", "bread"]
     assert [h.key for h in store.search(NS, offset=1, limit=1)] == ["bread"]
     assert [h.key for h in store.search(NS, query="bakery", offset=1, limit=1)] == ["book"]
-    with pytest.raises(ValueError, match="Unsupported filter operator"):
+    with pytest.raises(ValueError, match="unsupported filter operator"):
         store.search(NS, filter={"score": {"$near": 3}})
 
 
@@ -91,8 +114,15 @@ def test_reads_of_unknown_namespaces_create_nothing(store: ArchiveStore, tmp_pat
 def test_list_namespaces_with_prefix_suffix_and_depth(store: ArchiveStore) -> None:
     put_examples(store)
     store.put(("users", "ana@example/com"), "k", {"task": "t", "output": "o"})
-    assert store.list_namespaces() == [("archive", "math"), ("archive", "taglines"), ("users", "ana@example/com")]
-    assert store.list_namespaces(prefix=("archive",)) == [("archive", "math"), ("archive", "taglines")]
+    assert store.list_namespaces() == [
+        ("archive", "math"),
+        ("archive", "taglines"),
+        ("users", "ana@example/com"),
+    ]
+    assert store.list_namespaces(prefix=("archive",)) == [
+        ("archive", "math"),
+        ("archive", "taglines"),
+    ]
     assert store.list_namespaces(suffix=("taglines",)) == [NS]
     assert store.list_namespaces(prefix=("*", "ana@example/com")) == [("users", "ana@example/com")]
     assert store.list_namespaces(max_depth=1) == [("archive",), ("users",)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_loop.judges import checks
+from agentic_loop.judges import text_measures
 
 
 @pytest.mark.parametrize(
@@ -31,11 +31,12 @@ from agentic_loop.judges import checks
     ],
 )
 def test_word_count(text: str, expected: int) -> None:
-    assert checks.word_count(text) == expected
+    assert text_measures.word_count(text) == expected
 
 
 def test_words_keep_their_spelling() -> None:
-    assert checks.words("Well-known e-mail, 1,000 don't!") == ["Well-known", "e-mail", "1,000", "don't"]
+    assert text_measures.words("Well-known e-mail, 1,000 don't!") == [
+        "Well-known", "e-mail", "1,000", "don't"]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_words_keep_their_spelling() -> None:
     ],
 )
 def test_sentence_count(text: str, expected: int) -> None:
-    assert checks.sentence_count(text) == expected
+    assert text_measures.sentence_count(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -75,7 +76,7 @@ def test_sentence_count(text: str, expected: int) -> None:
     ],
 )
 def test_find_words(text: str, candidates: list[str], found: list[str]) -> None:
-    assert checks.find_words(text, candidates) == found
+    assert text_measures.find_words(text, candidates) == found
 
 
 @pytest.mark.parametrize(
@@ -94,16 +95,17 @@ def test_find_words(text: str, candidates: list[str], found: list[str]) -> None:
     ],
 )
 def test_case_checks(text: str, lower: bool, upper: bool) -> None:
-    assert checks.is_lowercase(text) is lower
-    assert checks.is_uppercase(text) is upper
+    assert text_measures.is_lowercase(text) is lower
+    assert text_measures.is_uppercase(text) is upper
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("no commas", False), ("a, b", True), ("a，b", True), ("a، b", True), ("a、b", True), ("", False)],
+    [("no commas", False), ("a, b", True), ("a，b", True), ("a، b", True), ("a、b", True),
+     ("", False)],
 )
 def test_has_commas(text: str, expected: bool) -> None:
-    assert checks.has_commas(text) is expected
+    assert text_measures.has_commas(text) is expected
 
 
 @pytest.mark.parametrize(
@@ -119,16 +121,16 @@ def test_has_commas(text: str, expected: bool) -> None:
     ],
 )
 def test_bullet_count(text: str, expected: int) -> None:
-    assert checks.bullet_count(text) == expected
+    assert text_measures.bullet_count(text) == expected
 
 
 def test_starts_and_ends_with() -> None:
-    assert checks.starts_with("  Dear Sir, hello", "dear sir")
-    assert not checks.starts_with("Hello, Dear Sir", "dear sir")
-    assert checks.ends_with("Thanks!\n\n", "THANKS!")
-    assert not checks.ends_with("Thanks! P.S.", "thanks!")
-    assert not checks.starts_with("", "x")
-    assert checks.ends_with("Ｔhanks", "thanks")  # full-width letters normalised
+    assert text_measures.starts_with("  Dear Sir, hello", "dear sir")
+    assert not text_measures.starts_with("Hello, Dear Sir", "dear sir")
+    assert text_measures.ends_with("Thanks!\n\n", "THANKS!")
+    assert not text_measures.ends_with("Thanks! P.S.", "thanks!")
+    assert not text_measures.starts_with("", "x")
+    assert text_measures.ends_with("Ｔhanks", "thanks")  # full-width letters normalised
 
 
 @pytest.mark.parametrize(
@@ -153,25 +155,25 @@ def test_starts_and_ends_with() -> None:
     ],
 )
 def test_last_number(text: str, expected: float | None) -> None:
-    assert checks.last_number(text) == expected
+    assert text_measures.last_number(text) == expected
 
 
 def test_parse_number_rejects_garbage() -> None:
     with pytest.raises(ValueError, match="'12abc' is not a number"):
-        checks.parse_number("12abc")
-    assert checks.parse_number(" 1,000 ") == 1000.0
+        text_measures.parse_number("12abc")
+    assert text_measures.parse_number(" 1,000 ") == 1000.0
 
 
 def test_last_line() -> None:
-    assert checks.last_line("a\n b \n\n") == "b"
-    assert checks.last_line("") == ""
+    assert text_measures.last_line("a\n b \n\n") == "b"
+    assert text_measures.last_line("") == ""
 
 
 def test_extract_code_prefers_python_fence() -> None:
     text = "```\nplain\n```\nthen\n```python\nx = 1\n```\n```py\ny = 2\n```"
-    assert checks.extract_code(text) == "x = 1\n"
-    assert checks.extract_code("```\nz = 3\n```") == "z = 3\n"
-    assert checks.extract_code("no fence") == "no fence"
+    assert text_measures.extract_code(text) == "x = 1\n"
+    assert text_measures.extract_code("```\nz = 3\n```") == "z = 3\n"
+    assert text_measures.extract_code("no fence") == "no fence"
 
 
 @pytest.mark.parametrize(
@@ -188,7 +190,7 @@ def test_extract_code_prefers_python_fence() -> None:
     ],
 )
 def test_parse_json_output(text: str, ok: bool, value: object) -> None:
-    parsed_ok, parsed, error = checks.parse_json_output(text)
+    parsed_ok, parsed, error = text_measures.parse_json_output(text)
     assert parsed_ok is ok
     assert parsed == value
     assert (error == "") is ok

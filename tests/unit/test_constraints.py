@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentic_loop.judges.constraints import (
+from agentic_loop.judges.constraint_features import (
     CONSTRAINT_KEYWORDS,
     constraint_feature,
     constraints_to_text,
@@ -42,7 +42,8 @@ def test_keywords_are_exactly_the_design_ones_plus_python_tests() -> None:
         ("word_count", [3, None], "a b c d e f g", True),  # open upper bound, list form
         ("word_count", (0, 0), "", True),
         ("exact_words", 3, "Don't stop, e-mail!", True),  # don't / stop / e-mail
-        ("exact_words", 12, "Books for every reader, stories for every mood, and good coffee too!", True),
+        ("exact_words", 12,
+         "Books for every reader, stories for every mood, and good coffee too!", True),
         ("exact_words", 2, "Hello.", False),
         ("sentence_count", (2, 3), "One. Two.", True),
         ("sentence_count", (2, 3), "Only one, really.", False),
@@ -122,7 +123,8 @@ def test_details_name_what_was_found() -> None:
         "t", "We did our best").detail == 'found "we", "our"'
     assert constraint_feature("include_words", ["a", "b"]).run_check(
         "t", "a only").detail == 'missing "b"'
-    assert constraint_feature("answer", 5).run_check("t", "it is 4").detail == "the last number is 4"
+    assert constraint_feature("answer", 5).run_check("t", "it is 4").detail == (
+        "the last number is 4")
     assert constraint_feature("starts_with", "Hi").run_check("t", "Yo there").detail == \
         "starts with 'Yo there'"
 
@@ -185,7 +187,8 @@ def test_bad_values_are_rejected_with_the_keyword(keyword: str, value: Any, mess
 
 
 def test_unknown_keyword_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="unknown constraint 'max_words'.*word_count.*python_tests"):
+    with pytest.raises(ValueError,
+                       match="unknown constraint 'max_words'.*word_count.*python_tests"):
         constraint_feature("max_words", 10)
 
 

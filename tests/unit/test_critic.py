@@ -59,9 +59,11 @@ def test_schema_has_exactly_the_llm_features_plus_critique_and_overall() -> None
 
 def test_critique_composes_checks_and_llm_values() -> None:
     fake = ScriptedChatModel(structured={NAME: [answer(vivid=False, n_claims=1, overall_score=9)]})
-    critique = Critic(fake, tagline_rubric()).critique("Tagline for a bakery.", "We bake the best bread")
+    critique = Critic(fake, tagline_rubric()).critique("Tagline for a bakery.",
+                                                       "We bake the best bread")
     assert isinstance(critique, Critique)
-    assert critique.values == {"word_count": 5, "exclude_words": False, "vivid": False, "n_claims": 1}
+    assert critique.values == {"word_count": 5, "exclude_words": False, "vivid": False,
+                               "n_claims": 1}
     assert critique.score == 2.5  # only word_count earns credit
     assert critique.overall_score == 9  # kept, never used in the score
     assert critique.critique == "Add a smell."
@@ -111,7 +113,8 @@ def test_retries_are_bounded_then_critic_error() -> None:
     out_of_range = answer(overall_score=11)
     negative = answer(n_claims=-1)
     fake = ScriptedChatModel(structured={NAME: [too_long, out_of_range, negative, answer()]})
-    with pytest.raises(CriticError, match=r"no valid RubricJudgement from the model after 3 attempt") as info:
+    with pytest.raises(CriticError,
+                       match=r"no valid RubricJudgement from the model after 3 attempt") as info:
         Critic(fake, tagline_rubric(), max_retries=2).critique("t", "Warm rye at dawn")
     assert info.value.attempts == 3
     assert isinstance(info.value.last_error, ValidationError)
@@ -138,10 +141,12 @@ def test_checks_only_rubric_without_critique_text_makes_no_call() -> None:
 
 
 def test_checks_only_rubric_with_critique_text_asks_only_for_text() -> None:
-    fake = ScriptedChatModel(structured={NAME: [{"critique": "Drop the comma.", "overall_score": 6}]})
+    fake = ScriptedChatModel(structured={NAME: [{"critique": "Drop the comma.",
+                                                 "overall_score": 6}]})
     rubric = Rubric.for_constraints(no_commas=True)
     critic = Critic(fake, rubric)
-    assert critic.schema is not None and list(critic.schema.model_fields) == ["critique", "overall_score"]
+    assert critic.schema is not None
+    assert list(critic.schema.model_fields) == ["critique", "overall_score"]
     critique = critic.critique("t", "Warm rye, at dawn")
     assert critique.critique == "Drop the comma." and critique.score == 0.0
 
@@ -236,7 +241,8 @@ def scripted_by_output() -> ScriptedChatModel:
     seen: dict[str, int] = {}
 
     def respond(schema: type[BaseModel], messages: list[Any]) -> dict[str, Any]:
-        prompt = messages[-1].content
+        # the whole prompt: a retry appends the validation error after the judge's prompt
+        prompt = "\n".join(str(m.content) for m in messages)
         key = "flaky" if "flaky draft" in prompt else "broken" if "broken draft" in prompt else "ok"
         seen[key] = seen.get(key, 0) + 1
         if key == "broken" or (key == "flaky" and seen[key] == 1):
@@ -276,3 +282,103 @@ def test_llm_judge_batch() -> None:
         "score": 9, "reason": "fine"})
     judgements = LLMJudge(fake).batch([("t", "a"), ("t", "b")])
     assert [j.score for j in judgements] == [9, 9]
+
+
+# -- checks first ------------------------------------------------------------------
+
+
+def bool_rubric() -> Rubric:
+    """Yes/no LLM features only, as in the ready rubrics Reflexion runs with."""
+    return Rubric.for_constraints(word_count=(3, 6), exclude_words=["we", "our"],
+                                  features=[Feature("vivid", "Uses concrete imagery.", 1.0)])
+
+
+def reflexion_evaluate(critic: Critic, task: str, draft: str) -> Critique:
+    """What Reflexion's evaluate step built by hand before the critic had checks-first."""
+    rubric = critic.rubric
+    checks = rubric.run_checks(task, draft)
+    verdict = rubric.compose(checks, {f.name: False for f in rubric.llm_features}) \
+        if rubric.llm_features else rubric.compose(checks)
+    if verdict.passed and (rubric.llm_features or critic.critique_text):
+        return critic.critique(task, draft, checks_first=False)
+    return Critique(evaluation=verdict)
+
+
+def test_checks_first_skips_the_model_when_a_check_fails() -> None:
+    fake = ScriptedChatModel()  # any call would raise ScriptExhausted
+    critic = Critic(fake, bool_rubric(), checks_first=True)
+    critique = critic.critique("Tagline for a bakery.", "We bake the best bread")
+    assert fake.calls == []
+    assert critique.values == {"word_count": 5, "exclude_words": False, "vivid": False}
+    assert critique.attempts == 0 and critique.critique is None and critique.overall_score is None
+    assert critique.passed is False and critique.score == 3.333333
+    assert 'found "we"' in critique.feedback and "Uses concrete imagery." in critique.feedback
+    assert critique == reflexion_evaluate(Critic(fake, bool_rubric()), "Tagline for a bakery.",
+                                          "We bake the best bread")
+
+
+def test_checks_first_gives_count_features_no_credit() -> None:
+    """A count the judge was not asked earns nothing (0 would satisfy 'exactly 0 claims')."""
+    critique = Critic(ScriptedChatModel(), tagline_rubric(), checks_first=True).critique(
+        "Tagline for a bakery.", "We bake the best bread")
+    assert critique.values == {"word_count": 5, "exclude_words": False, "vivid": False,
+                               "n_claims": 1}
+    assert critique.score == 2.5
+
+
+def test_checks_first_asks_the_model_when_every_check_passes() -> None:
+    bool_answer = {"vivid": True, "critique": "Add a smell.", "overall_score": 8}
+    fake = ScriptedChatModel(structured={NAME: [bool_answer, bool_answer]})
+    critic = Critic(fake, bool_rubric(), checks_first=True)
+    critique = critic.critique("Tagline for a bakery.", "Warm rye at dawn")
+    assert critique.attempts == 1 and critique.score == 10.0 and len(fake.calls) == 1
+    assert critique == reflexion_evaluate(critic, "Tagline for a bakery.", "Warm rye at dawn")
+
+
+@pytest.mark.parametrize("critique_text", [True, False])
+@pytest.mark.parametrize("draft", ["Warm rye at dawn", "We bake, we sell", "Bread"])
+def test_checks_first_matches_reflexions_evaluate(critique_text: bool, draft: str) -> None:
+    """Every branch (checks fail / pass, with and without LLM features and critique text)."""
+    def scripted() -> ScriptedChatModel:
+        return ScriptedChatModel(default_structured=lambda schema, messages: {
+            **{n: True for n in schema.model_fields if n not in ("critique", "overall_score")},
+            **({"critique": "Fine."} if "critique" in schema.model_fields else {}),
+            "overall_score": 7})
+
+    for rubric in (bool_rubric(), Rubric.for_constraints(word_count=(3, 6), no_commas=True)):
+        first, second = scripted(), scripted()
+        ours = Critic(first, rubric, critique_text=critique_text, checks_first=True)
+        theirs = Critic(second, rubric, critique_text=critique_text)
+        assert ours.critique("t", draft) == reflexion_evaluate(theirs, "t", draft)
+        assert len(first.calls) == len(second.calls)
+
+
+def test_checks_first_per_call_and_async_and_batch() -> None:
+    fake = ScriptedChatModel(structured={NAME: [answer(), answer()]})
+    critic = Critic(fake, tagline_rubric())
+    assert critic.critique("t", "We bake", checks_first=True).attempts == 0
+    assert fake.calls == []
+    async_one = asyncio.run(Critic(fake, tagline_rubric(), checks_first=True).acritique(
+        "t", "We bake the bread"))
+    assert async_one.attempts == 0 and fake.calls == []
+    batch = Critic(fake, tagline_rubric(), checks_first=True).batch(
+        [("t", "We bake the bread"), ("t", "Warm rye at dawn"), ("t", "Bread")])
+    assert [c.attempts for c in batch] == [0, 1, 0] and len(fake.calls) == 1
+    assert batch[1].score == 10.0
+
+
+def test_checks_first_batch_names_failed_items_by_their_own_position() -> None:
+    items = [("t", "We bake the bread"), ("t", "a broken draft here")]
+    with pytest.raises(CriticError, match=r"item 1.*after 2 attempt"):
+        Critic(scripted_by_output(), tagline_rubric(), max_retries=1, checks_first=True).batch(
+            items)
+
+
+def test_a_retry_policy_overrides_max_retries() -> None:
+    from agentic_loop.models.retry import RetryPolicy
+
+    fake = ScriptedChatModel(structured={NAME: [ValueError("a")] * 4 + [answer()]})
+    critic = Critic(fake, tagline_rubric(), retry=RetryPolicy(max_attempts=5, backoff_s=0.0))
+    assert critic.max_retries == 4
+    assert critic.critique("t", "Warm rye at dawn").attempts == 5
+    assert "That answer was invalid: a" in fake.calls[1].prompt

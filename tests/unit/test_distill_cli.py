@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from agentic_loop.cli import app
 
-for _module in ("distill", "models"):  # they register their commands on `app`
+for _module in ("distill", "release", "serve"):  # they register their commands on `app`
     importlib.import_module(f"agentic_loop.cli.{_module}")
 
 runner = CliRunner()
@@ -28,7 +28,8 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
 def _data(tmp_path: Path) -> Path:
     d = tmp_path / "data"
     d.mkdir()
-    row = {"messages": [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]}
+    row = {"messages": [{"role": "user", "content": "Hi?"},
+                        {"role": "assistant", "content": "Hello."}]}
     (d / "sft.jsonl").write_text(json.dumps(row) + "\n")
     return d
 
@@ -37,8 +38,10 @@ def _data(tmp_path: Path) -> Path:
     (["distill", "--out", "o"], "exactly one of --data"),
     (["distill", "--data", "d", "--from-trajectories", "t", "--out", "o"], "exactly one of --data"),
     (["distill", "--from-trajectories", "t", "--out", "o"], "needs --golden"),
-    (["distill", "--data", "DATA", "--out", "o", "--method", "rlhf"], "method (--method) must be one of"),
-    (["distill", "--data", "DATA", "--out", "o", "--epochs", "0"], "epochs (--epochs) must be positive"),
+    (["distill", "--data", "DATA", "--out", "o", "--method", "rlhf"],
+     "method (--method) must be one of"),
+    (["distill", "--data", "DATA", "--out", "o", "--epochs", "0"],
+     "epochs (--epochs) must be positive"),
     (["distill", "--data", "DATA", "--out", "o", "--method", "dpo"], "pairs.jsonl is missing"),
     (["distill", "--data", "missing", "--out", "o"], "does not exist"),
     (["distill", "--data", "DATA", "--out", "o", "--method", "sft+dpo", "--lora", "--no-merge"],
@@ -63,7 +66,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     assert not (tmp_path / "o").exists()  # nothing half-made
 
 
-def test_serve_without_vllm_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_without_vllm_says_how_to_install_it(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is not None:
@@ -83,8 +87,10 @@ def test_register_promote_rollback_and_list(tmp_path: Path) -> None:
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text("{}")
-        assert runner.invoke(app, ["register", str(tmp_path / name), "--registry", reg]).exit_code == 0
-    assert "current: v1 (was none)" in runner.invoke(app, ["promote", "v1", "--registry", reg]).output
+        registered = runner.invoke(app, ["register", str(tmp_path / name), "--registry", reg])
+        assert registered.exit_code == 0
+    promoted = runner.invoke(app, ["promote", "v1", "--registry", reg])
+    assert "current: v1 (was none)" in promoted.output
     assert "current: v2 (was v1)" in runner.invoke(app, ["promote", "2", "--registry", reg]).output
     result = runner.invoke(app, ["rollback", "--registry", reg, "--reason", "worse"])
     assert result.exit_code == 0 and "current: v1 (rolled back from v2)" in result.output

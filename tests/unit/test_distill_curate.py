@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from distill_helpers import make_run
 
-from agentic_loop.distill.curate import (
+from agentic_loop.distill.data.curate import (
     CurationLog,
     cap_per_task,
     drop_errored,
@@ -19,7 +19,7 @@ from agentic_loop.distill.curate import (
     score_threshold,
     task_pattern,
 )
-from agentic_loop.distill.samples import Sample, trajectory_samples
+from agentic_loop.distill.data.samples import Sample, trajectory_samples
 from agentic_loop.memory import HashingEmbedder
 
 
@@ -53,10 +53,12 @@ def test_consent_filter_is_automatic_when_consent_is_tracked() -> None:
 
 def test_latency_outliers_use_a_robust_bound() -> None:
     latencies = [1.0, 1.2, 0.9, 1.1, 1.0, 0.8, 1.3, 1.0, 1.1, 45.0]
-    runs = [make_run("t", [("a", 9.0)], latency_s=v) for v in latencies] + [make_run("t", [("b", 9.0)], latency_s=None)]
+    runs = [make_run("t", [("a", 9.0)], latency_s=v) for v in latencies]
+    runs.append(make_run("t", [("b", 9.0)], latency_s=None))
     kept, bound = drop_latency_outliers(runs)
     assert bound is not None and 1.3 < bound < 45.0
-    assert [t.latency_s for t in kept] == [*latencies[:-1], None]  # only the stalled run goes; no latency is kept
+    # only the stalled run goes; a run without a latency is kept
+    assert [t.latency_s for t in kept] == [*latencies[:-1], None]
     assert drop_latency_outliers(runs, z=None) == (runs, None)
 
 
@@ -69,7 +71,8 @@ def test_latency_filter_needs_enough_runs_and_spread() -> None:
 def test_k_anonymity_drops_rare_task_patterns() -> None:
     common = [make_run(f"Call <PERSON> at {h}:00", [("ok", 9.0)], user_id_hash=f"u{i}")
               for i, h in enumerate([9, 10, 11])]
-    same_user = [make_run("Rare request from <PERSON>", [("ok", 9.0)], user_id_hash="u1") for _ in range(3)]
+    same_user = [make_run("Rare request from <PERSON>", [("ok", 9.0)], user_id_hash="u1")
+                 for _ in range(3)]
     anonymous = [make_run("Anonymous task", [("ok", 9.0)]) for _ in range(3)]
     kept = filter_k_anonymity(common + same_user + anonymous, k=3)
     # three users share "call <person> at #:#"; one user three times is still one person;
@@ -80,24 +83,31 @@ def test_k_anonymity_drops_rare_task_patterns() -> None:
 
 
 def test_score_threshold_and_exact_duplicates() -> None:
-    samples = [sample("t", "A", 0.9), sample("t", "a ", 0.85), sample("t", "B", 0.5), sample("u", "A", 0.8)]
+    samples = [sample("t", "A", 0.9), sample("t", "a ", 0.85), sample("t", "B", 0.5),
+               sample("u", "A", 0.8)]
     passed = score_threshold(samples, 0.8)
     assert [s.response for s in passed] == ["A", "a ", "A"]
     deduped = drop_exact_duplicates(passed, lambda s: (s.key, s.response.strip().casefold()))
-    assert [(s.prompt, s.response) for s in deduped] == [("t", "A"), ("u", "A")]  # same answer, other task: kept
+    # the same answer to another task is kept
+    assert [(s.prompt, s.response) for s in deduped] == [("t", "A"), ("u", "A")]
 
 
 def test_near_duplicates_need_a_similar_prompt_and_response() -> None:
     samples = [
         sample("Write a tagline for a bookstore", "Stories wait on every shelf"),
-        sample("Write a tagline for a bookstore", "Stories wait on every shelf!"),  # near duplicate
-        sample("Write a tagline for a bookstore", "Find your next favourite chapter"),  # distinct draft
-        sample("Write a tagline for a book store", "Stories wait on every shelf."),  # near prompt, near answer
-        sample("Summarize the tax code", "Stories wait on every shelf"),  # other task
+        # a near duplicate
+        sample("Write a tagline for a bookstore", "Stories wait on every shelf!"),
+        # a distinct draft
+        sample("Write a tagline for a bookstore", "Find your next favourite chapter"),
+        # a near prompt with a near answer
+        sample("Write a tagline for a book store", "Stories wait on every shelf."),
+        # another task
+        sample("Summarize the tax code", "Stories wait on every shelf"),
     ]
     kept = drop_near_duplicates(samples, HashingEmbedder(), threshold=0.8)
     assert kept == [samples[0], samples[2], samples[4]]
-    assert drop_near_duplicates(samples, HashingEmbedder(), threshold=1.0) == [samples[i] for i in (0, 1, 2, 3, 4)]
+    exact_only = drop_near_duplicates(samples, HashingEmbedder(), threshold=1.0)
+    assert exact_only == [samples[i] for i in (0, 1, 2, 3, 4)]
     with pytest.raises(ValueError, match="cosine in"):
         drop_near_duplicates(samples, HashingEmbedder(), threshold=0)
 
@@ -129,4 +139,5 @@ def test_samples_mark_the_final_and_score_on_the_unit_scale() -> None:
     assert composite[0].reward == 0.4  # a draft no user saw: rubric only
     assert composite[1].reward < 0.9  # thumbs down and a slow run lower the final's reward
     unmatched = make_run("t", [("draft", 4.0)], final="edited by hand", final_score=8.0)
-    assert [(s.response, s.source) for s in trajectory_samples(unmatched)][-1] == ("edited by hand", "final")
+    last = trajectory_samples(unmatched)[-1]
+    assert (last.response, last.source) == ("edited by hand", "final")

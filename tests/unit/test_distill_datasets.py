@@ -7,9 +7,9 @@ import json
 import pytest
 from distill_helpers import corpus, make_run
 
-from agentic_loop.distill.curate import CurationLog, drop_errored
-from agentic_loop.distill.datasets import preference_pairs, sft_rows
-from agentic_loop.distill.samples import trajectory_samples
+from agentic_loop.distill.data.curate import CurationLog, drop_errored
+from agentic_loop.distill.data.datasets import preference_pairs, sft_rows
+from agentic_loop.distill.data.samples import trajectory_samples
 from agentic_loop.memory import HashingEmbedder
 
 
@@ -35,8 +35,10 @@ def test_sft_keeps_accepted_finals_and_distinct_accepted_drafts() -> None:
 
 def test_sft_rows_are_trl_conversational_messages() -> None:
     run = make_run("Say hi.", [("Hi!", 9.0)])
-    row = json.loads(sft_rows(trajectory_samples(run), min_score=0.8, log=CurationLog())[0].model_dump_json())
-    assert row["messages"] == [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi!"}]
+    [first] = sft_rows(trajectory_samples(run), min_score=0.8, log=CurationLog())
+    row = json.loads(first.model_dump_json())
+    assert row["messages"] == [{"role": "user", "content": "Say hi."},
+                               {"role": "assistant", "content": "Hi!"}]
     assert row["metadata"]["source"] == "final" and row["metadata"]["trajectory_id"] == run.id
 
 
@@ -48,15 +50,18 @@ def test_sft_cap_per_task_keeps_the_best() -> None:
 
 def test_pairs_from_refine_rounds_and_from_several_samples() -> None:
     log = CurationLog()
-    pairs = preference_pairs(samples_of(drop_errored(corpus())), min_score=0.8, min_gap=0.2, log=log)
-    got = [(p.metadata.source, p.chosen[0].content, p.rejected[0].content, p.metadata.gap) for p in pairs]
+    pairs = preference_pairs(samples_of(drop_errored(corpus())), min_score=0.8, min_gap=0.2,
+                             log=log)
+    got = [(p.metadata.source, p.chosen[0].content, p.rejected[0].content, p.metadata.gap)
+           for p in pairs]
     assert got == [
         ("samples", "Stories wait on every shelf.", "Shop books.", 0.7),
         ("refine", "Stories wait on every shelf.", "Books are here.", 0.6),
         ("refine", "Fresh loaves at dawn.", "Bread.", 0.55),
     ]
     steps = {s.name: (s.before, s.after) for s in log.steps}
-    # candidates: 3 runs with earlier rounds (the one-round failing run has none) + 1 task run 3 times;
+    # candidates: 3 runs with earlier rounds (the one-round failing run has none)
+    # + 1 task run 3 times;
     # the plateau run's pair (8.5 vs 8.5) misses the gap
     assert steps["pair candidates"] == (4, 4)
     assert steps["min gap"] == (4, 3)
@@ -80,7 +85,9 @@ def test_pair_format_is_trl_conversational() -> None:
 ])
 def test_min_gap(low: float, high: float, gap: float, expected: int) -> None:
     run = make_run("t", [("low answer", low), ("high answer", high)])
-    assert len(preference_pairs(trajectory_samples(run), min_score=0.5, min_gap=gap, log=CurationLog())) == expected
+    pairs = preference_pairs(trajectory_samples(run), min_score=0.5, min_gap=gap,
+                             log=CurationLog())
+    assert len(pairs) == expected
 
 
 def test_chosen_must_reach_min_score_and_rejected_must_be_earlier() -> None:
@@ -106,7 +113,8 @@ def test_identical_and_repeated_pairs_are_dropped() -> None:
 def test_pairs_cap_per_task_keeps_the_widest_gaps() -> None:
     runs = [make_run("t", [(f"bad {i}", 1.0 + i), (f"good {i}", 9.0)]) for i in range(4)]
     pairs = preference_pairs(samples_of(runs), min_score=0.8, log=CurationLog(), max_per_task=2)
-    assert [p.metadata.gap for p in pairs] == [0.8, 0.7]  # the cross-run pair (0.9 vs 0.9) has no gap
+    # the cross-run pair (0.9 vs 0.9) has no gap
+    assert [p.metadata.gap for p in pairs] == [0.8, 0.7]
 
 
 def test_min_gap_must_be_on_the_unit_scale() -> None:

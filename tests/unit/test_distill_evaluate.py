@@ -1,4 +1,4 @@
-"""Evaluation: the golden set, scoring both models, the combined decision, diversity and the plot."""
+"""Evaluation: the golden set, scoring both models, the combined decision, diversity, the plot."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.distill.diversity import diversity
-from agentic_loop.distill.evaluate import evaluate_models
-from agentic_loop.distill.gate import Decision
-from agentic_loop.distill.golden import GoldenError, GoldenTask, load_golden
+from agentic_loop.distill.release.diversity import diversity
+from agentic_loop.distill.release.evaluate import evaluate_models
+from agentic_loop.distill.release.gate import Decision
+from agentic_loop.distill.release.golden import GoldenError, GoldenTask, load_golden
+from agentic_loop.errors import TaskError
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import HashingEmbedder
+from agentic_loop.tasks import TaskFileError, TaskSpec, load_tasks
 from agentic_loop.testing import ScriptedChatModel
 
 TWO_WORDS = Rubric.for_constraints(exact_words=2)
 
 
 def _golden(n: int = 5) -> list[GoldenTask]:
-    return [GoldenTask(str(i), f"Greet person {i} in exactly 2 words.", TWO_WORDS) for i in range(n)]
+    return [GoldenTask(id=str(i), task=f"Greet person {i} in exactly 2 words.", rubric=TWO_WORDS)
+            for i in range(n)]
 
 
 def _model(answers: list[str]) -> ScriptedChatModel:
@@ -30,7 +33,7 @@ def test_better_candidate_is_promoted_and_scores_are_paired_per_task(tmp_path: P
     base = _model(["hello", "hi there", "hey", "good morning everyone", "yo"])
     cand = _model([f"hello friend{i}" for i in range(5)])
     report = evaluate_models(base, cand, _golden(), kl=False, embedder=HashingEmbedder(),
-                             plot_path=tmp_path / "eval.png", progress=False)
+                             plot_path=tmp_path / "eval.png", progress=False, min_tasks=5)
     assert [t.baseline for t in report.tasks] == [5.0, 10.0, 5.0, 5.0, 5.0]  # partial credit
     assert [t.candidate for t in report.tasks] == [10.0] * 5
     assert report.decision is Decision.PROMOTE
@@ -53,7 +56,8 @@ def test_worse_candidate_is_rolled_back() -> None:
 def test_a_failing_model_scores_zero_and_the_error_is_reported() -> None:
     base = _model(["hello there"] * 3)
     cand = _model([RuntimeError("server down")] * 3)
-    report = evaluate_models(base, cand, _golden(3), kl=False, diversity_check=False, progress=False)
+    report = evaluate_models(base, cand, _golden(3), kl=False, diversity_check=False,
+                             progress=False)
     assert [t.candidate for t in report.tasks] == [0.0] * 3
     assert "server down" in report.tasks[0].errors[0]
     assert report.decision is Decision.ROLLBACK
@@ -64,7 +68,7 @@ def test_inside_an_architecture_both_modes_must_agree() -> None:
     base = _model(["hi"] * 5 + ["hi", "hi there"] * 5)
     cand = _model(["hi you"] * 5 + ["hi you"] * 5)
     report = evaluate_models(base, cand, _golden(), arch="reflection", max_iterations=2, kl=False,
-                             diversity_check=False, progress=False)
+                             diversity_check=False, progress=False, min_tasks=5)
     assert report.single.decision is Decision.PROMOTE
     assert [t.baseline_arch for t in report.tasks] == [10.0] * 5
     assert report.arch_gate is not None and report.arch_gate.decision is Decision.MANUAL_REVIEW
@@ -73,10 +77,11 @@ def test_inside_an_architecture_both_modes_must_agree() -> None:
 
 
 def test_a_collapsed_candidate_is_never_promoted() -> None:
-    base = _model([f"{w} there, friend" for w in ("hello", "goodbye", "welcome", "cheers", "greetings")])
+    words = ("hello", "goodbye", "welcome", "cheers", "greetings")
+    base = _model([f"{w} there, friend" for w in words])
     cand = _model(["hi you"] * 5)
     report = evaluate_models(base, cand, _golden(), kl=False, embedder=HashingEmbedder(),
-                             progress=False)
+                             progress=False, min_tasks=5)
     assert report.single.decision is Decision.PROMOTE  # better scores...
     assert report.diversity["candidate"].collapsed and report.mode_collapse
     assert report.decision is Decision.MANUAL_REVIEW  # ...but one answer for everything
@@ -93,7 +98,7 @@ def test_diversity_of_distinct_and_identical_outputs() -> None:
 
 
 def test_unknown_architecture_and_empty_golden_set() -> None:
-    with pytest.raises(ValueError, match="arch \\(--arch\\) must be one of"):
+    with pytest.raises(ValueError, match="unknown architecture 'tree-of-thought'; choose one of"):
         evaluate_models(_model([]), _model([]), _golden(), arch="tree-of-thought")
     with pytest.raises(ValueError, match="golden set is empty"):
         evaluate_models(_model([]), _model([]), [])
@@ -115,19 +120,41 @@ def test_golden_rows_build_the_right_rubric(tmp_path: Path) -> None:
     ]) + "\n\n")
     tasks = load_golden(path)
     assert [t.id for t in tasks] == ["a", "2", "3"]
-    assert tasks[0].rubric.names == ("word_count",) and tasks[0].constraints == {"word_count": [1, 3]}
-    assert tasks[1].rubric.names == ("lowercase",)
-    assert tasks[2].rubric is None
+    assert tasks[0].rubric().names == ("word_count",)
+    assert tasks[0].constraints == {"word_count": [1, 3]}
+    assert tasks[1].rubric().names == ("lowercase",)
+    assert tasks[2].rubric() is None
+
+
+def test_a_golden_file_is_a_task_file(tmp_path: Path) -> None:
+    """One task type: the golden loader and the task-file loader read the same rows alike."""
+    path = tmp_path / "golden.jsonl"
+    path.write_text('{"task": "Say hi.", "constraints": {"exact_words": 2}}\nName a fruit.\n')
+    golden, tasks = load_golden(path), load_tasks(path)
+    assert GoldenTask is TaskSpec and all(isinstance(t, TaskSpec) for t in golden)
+    assert [t.task for t in golden] == [t.task for t in tasks] == ["Say hi.", "Name a fruit."]
+    assert [t.id for t in golden] == ["1", "2"] and [t.id for t in tasks] == [None, None]
+    assert golden[0].rubric().names == tasks[0].rubric().names == ("exact_words",)
+    assert issubclass(GoldenError, TaskFileError) and issubclass(TaskFileError, TaskError)
+
+
+def test_tasks_without_ids_are_numbered_for_pairing() -> None:
+    tasks = [TaskSpec(task=f"Greet person {i} in exactly 2 words.", rubric=TWO_WORDS)
+             for i in range(3)]
+    report = evaluate_models(_model(["hi there"] * 3), _model(["hi there"] * 3), tasks, kl=False,
+                             diversity_check=False, progress=False)
+    assert [t.id for t in report.tasks] == ["1", "2", "3"]
 
 
 @pytest.mark.parametrize(("rows", "message"), [
-    (["{"], "golden.jsonl:1: not valid JSON"),
-    (['{"task": ""}'], 'golden.jsonl:1: each row needs a non-empty "task"'),
-    (['{"task": "x", "constraints": {"bogus": 1}}'], "golden.jsonl:1: unknown constraint 'bogus'"),
+    (["{"], "golden.jsonl:1: not a task: not valid JSON"),
+    (['{"task": ""}'], 'golden.jsonl:1: not a task: each row needs a non-empty "task"'),
+    (['{"task": "x", "constraints": {"bogus": 1}}'],
+     "golden.jsonl:1: not a task: unknown constraint 'bogus'"),
     (['{"task": "x", "constraints": [1]}'], "'constraints' must be an object"),
     (['{"task": "x", "constraints": {"lowercase": true}, "rubric": {}}'], "not both"),
     (['{"id": 1, "task": "x"}', '{"id": 1, "task": "y"}'], "golden.jsonl:2: duplicate id '1'"),
-    ([""], "has no tasks"),
+    ([""], "holds no task"),
 ])
 def test_bad_golden_sets_name_file_and_line(tmp_path: Path, rows: list[str], message: str) -> None:
     path = tmp_path / "golden.jsonl"
@@ -136,3 +163,13 @@ def test_bad_golden_sets_name_file_and_line(tmp_path: Path, rows: list[str], mes
         load_golden(path)
     with pytest.raises(GoldenError, match="does not exist"):
         load_golden(tmp_path / "missing.jsonl")
+
+
+def test_the_default_gate_wants_twenty_golden_tasks() -> None:
+    base = _model(["hello"] * 5)
+    cand = _model([f"hello friend{i}" for i in range(5)])
+    report = evaluate_models(base, cand, _golden(), kl=False, diversity_check=False,
+                             progress=False)
+    assert report.single.p_value is not None and report.single.p_value < 0.05
+    assert report.decision is Decision.MANUAL_REVIEW
+    assert "only 5 golden tasks" in report.reasons[0]

@@ -34,14 +34,16 @@ def rows(path: Path) -> list[dict]:
 
 
 def test_export_writes_trl_files_and_a_manifest(tmp_path: Path, regex_gate: PiiGate) -> None:
-    logs = write_log(tmp_path / "logs", [*corpus(), make_run("Email bo@example.com a thank-you note.",
-                                                             [("Thanks!", 3.0), ("Thank you, Bo, for everything.", 9.0)])])
+    email = make_run("Email bo@example.com a thank-you note.",
+                     [("Thanks!", 3.0), ("Thank you, Bo, for everything.", 9.0)])
+    logs = write_log(tmp_path / "logs", [*corpus(), email])
     report = export(logs, tmp_path / "out", pii=regex_gate)
     sft, pairs = rows(tmp_path / "out" / "sft.jsonl"), rows(tmp_path / "out" / "pairs.jsonl")
     assert (report.sft_rows, report.pairs) == (len(sft), len(pairs)) == (5, 4)
     assert {tuple(m["role"] for m in r["messages"]) for r in sft} == {("user", "assistant")}
-    assert {(r["prompt"][0]["role"], r["chosen"][0]["role"], r["rejected"][0]["role"]) for r in pairs} == {
-        ("user", "assistant", "assistant")}
+    roles = {(r["prompt"][0]["role"], r["chosen"][0]["role"], r["rejected"][0]["role"])
+             for r in pairs}
+    assert roles == {("user", "assistant", "assistant")}
     assert "Email <EMAIL_ADDRESS> a thank-you note." in {r["messages"][0]["content"] for r in sft}
 
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -49,15 +51,17 @@ def test_export_writes_trl_files_and_a_manifest(tmp_path: Path, regex_gate: PiiG
     assert manifest["schema_version"] == 1 and manifest["format"] == "trl-conversational"
     source = manifest["sources"][0]
     log_file = logs / "trajectories.jsonl"
-    assert source == {"path": str(log_file), "kind": "trajectories", "records": 6, "bytes": log_file.stat().st_size,
+    assert source == {"path": str(log_file), "kind": "trajectories", "records": 6,
+                      "bytes": log_file.stat().st_size,
                       "sha256": hashlib.sha256(log_file.read_bytes()).hexdigest()}
-    assert manifest["outputs"]["sft.jsonl"] == {
-        "rows": 5, "written": True, "sha256": hashlib.sha256((tmp_path / "out" / "sft.jsonl").read_bytes()).hexdigest()}
+    sft_hash = hashlib.sha256((tmp_path / "out" / "sft.jsonl").read_bytes()).hexdigest()
+    assert manifest["outputs"]["sft.jsonl"] == {"rows": 5, "written": True, "sha256": sft_hash}
     assert manifest["redactions"] == {"EMAIL_ADDRESS": 1}
     assert manifest["pii"]["mode"] == "regex" and "KR" in manifest["pii"]["phone_regions"]
     assert manifest["rubric_versions"] == {"tagline@1": 5}
     assert manifest["trajectory_schema_versions"] == {"1": 5}
-    assert manifest["options"]["min_gap"] == 0.2 and manifest["options"]["embedder"] == HashingEmbedder().name
+    options = manifest["options"]
+    assert options["min_gap"] == 0.2 and options["embedder"] == HashingEmbedder().name
 
 
 def test_manifest_counts_add_up(tmp_path: Path) -> None:
@@ -70,7 +74,8 @@ def test_manifest_counts_add_up(tmp_path: Path) -> None:
         assert all(a["after"] == b["before"] for a, b in itertools.pairwise(steps))
         assert all(s["before"] - s["after"] == s["removed"] >= 0 for s in steps)
     assert [s["step"] for s in by_unit["records"]] == [
-        "read", "errored runs", "invalid scores", "consent", "latency outliers", "PII gate", "k-anonymity"]
+        "read", "errored runs", "invalid scores", "consent", "latency outliers", "PII gate",
+        "k-anonymity"]
     assert by_unit["records"][0]["before"] == 5 and by_unit["records"][-1]["after"] == 4
     assert by_unit["sft rows"][-1]["after"] == report.sft_rows
     assert by_unit["pairs"][-1]["after"] == report.pairs
@@ -93,7 +98,8 @@ def test_an_empty_result_names_the_filter_and_writes_nothing(tmp_path: Path) -> 
     out = tmp_path / "out"
     export(logs, out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    with pytest.raises(EmptyExportError, match=r"SFT rows: 'score threshold' removed the last 8 .*lower --min-score"):
+    with pytest.raises(EmptyExportError,
+                       match=r"SFT rows: 'score threshold' removed the last 8 .*lower --min-score"):
         export(logs, out, min_score=1.0)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     consenting = write_log(tmp_path / "consent", [make_run("t", [("a", 9.0)], consent=False)])
@@ -109,7 +115,8 @@ def test_no_pairs_removes_a_stale_pairs_file(tmp_path: Path) -> None:
     report = export(write_log(tmp_path / "b", [make_run("t", [("fine answer", 9.0)])]), out)
     assert (report.sft_rows, report.pairs, report.pairs_path) == (1, 0, None)
     assert not (out / "pairs.jsonl").exists()
-    assert report.manifest["outputs"]["pairs.jsonl"] == {"rows": 0, "written": False, "sha256": None}
+    assert report.manifest["outputs"]["pairs.jsonl"] == {"rows": 0, "written": False,
+                                                          "sha256": None}
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -140,13 +147,17 @@ def test_bad_options_and_output_paths(tmp_path: Path) -> None:
 
 
 def test_archive_entries_become_sft_rows_and_inherit_consent(tmp_path: Path) -> None:
-    consented = make_run("Write a slogan for a bakery.", [("Warm bread, every morning.", 9.0)], consent=True)
+    consented = make_run("Write a slogan for a bakery.", [("Warm bread, every morning.", 9.0)],
+                         consent=True)
     refused = make_run("Write a slogan for a gym.", [("Lift more.", 9.0)], consent=False)
     logs = write_log(tmp_path / "logs", [consented, refused])
     archive = Archive(tmp_path / "archive", namespace="slogans", embedder=HashingEmbedder())
-    archive.add("Write a slogan for a bakery.", "Crusts worth waking up for.", score=9.5, trajectory_id=consented.id)
-    archive.add("Write a slogan for a gym.", "Stronger every visit.", score=9.0, trajectory_id=refused.id)
-    gone = archive.add("Write a slogan for a bakery.", "Deleted later.", score=9.0, trajectory_id=consented.id)
+    archive.add("Write a slogan for a bakery.", "Crusts worth waking up for.", score=9.5,
+                trajectory_id=consented.id)
+    archive.add("Write a slogan for a gym.", "Stronger every visit.", score=9.0,
+                trajectory_id=refused.id)
+    gone = archive.add("Write a slogan for a bakery.", "Deleted later.", score=9.0,
+                       trajectory_id=consented.id)
     archive.delete(gone.entry.id)
     archive.add("Write a slogan for a bakery.", "Too weak.", score=5.0, trajectory_id=consented.id)
     archive.close()
@@ -167,7 +178,8 @@ def test_records_the_gate_cannot_anonymize_are_dropped_and_counted(tmp_path: Pat
     report = export(logs, tmp_path / "out", pii=PiiGate("off", max_chars=200))
     step = next(s for s in report.steps if s.name == "PII gate")
     assert step.removed == 1
-    assert report.pii_dropped == [f"run {report.pii_dropped[0].split()[1]} task: 311 characters, over max_chars=200"]
+    run_id = report.pii_dropped[0].split()[1]
+    assert report.pii_dropped == [f"run {run_id} task: 311 characters, over max_chars=200"]
     assert report.manifest["pii"]["report"]["dropped"] == {"too_long": 1}
 
 
@@ -186,12 +198,14 @@ def test_progress_is_reported_per_stage(tmp_path: Path) -> None:
     recorder = Recorder()
     export(write_log(tmp_path / "logs", corpus()), tmp_path / "out", progress=recorder)
     names = [s for s, _ in recorder.stages]
-    assert names == ["reading inputs", "loading the PII gate (off)", "PII gate (off)", "building datasets", "writing"]
+    assert names == ["reading inputs", "loading the PII gate (off)", "PII gate (off)",
+                     "building datasets", "writing"]
     assert recorder.advanced == dict(recorder.stages)["PII gate (off)"] > 0
 
 
 PLANTED = {
-    "ana.kim@example.co.kr", "bo@mail.example.com", "010-1234-5678", "+82 10 9876 5432", "(212) 555-0175",
+    "ana.kim@example.co.kr", "bo@mail.example.com", "010-1234-5678", "+82 10 9876 5432",
+    "(212) 555-0175",
     "4111 1111 1111 1111", "DE89370400440532013000", "GB82WEST12345698765432", "192.168.10.20",
     "110-23-456789", "900101-1234567",
 }
@@ -201,9 +215,11 @@ def test_planted_pii_run_through_an_architecture_never_reaches_an_exported_file(
         tmp_path: Path, regex_gate: PiiGate) -> None:
     tasks = [
         "Reply to ana.kim@example.co.kr, who called from 010-1234-5678, about the refund.",
-        "Confirm the wire from account 110-23-456789 (IBAN DE89370400440532013000) to bo@mail.example.com.",
+        "Confirm the wire from account 110-23-456789 (IBAN DE89370400440532013000) "
+        "to bo@mail.example.com.",
         "Tell the customer at +82 10 9876 5432 that card 4111 1111 1111 1111 was charged twice.",
-        "Write to the admin of 192.168.10.20 and (212) 555-0175; the RRN on file is 900101-1234567.",
+        "Write to the admin of 192.168.10.20 and (212) 555-0175; "
+        "the RRN on file is 900101-1234567.",
         "Note that payment went to GB82WEST12345698765432.",
     ]
     rubric = Rubric.for_constraints(exclude_words=["draft"])
@@ -211,7 +227,8 @@ def test_planted_pii_run_through_an_architecture_never_reaches_an_exported_file(
     for task in tasks:
         # the model echoes the task's personal data in both drafts; the first one fails the rubric
         llm = ScriptedChatModel(responses=[f"draft: {task}", f"Done as asked. {task}"])
-        result = Reflection(llm, rubric=rubric, max_iterations=2, target_score=9.5, trajectories=log).run(task)
+        arch = Reflection(llm, rubric=rubric, max_iterations=2, target_score=9.5, trajectories=log)
+        result = arch.run(task)
         assert result.iterations == 2
     raw = (tmp_path / "logs" / "trajectories.jsonl").read_text()
     assert all(value in raw for value in PLANTED)  # the log really holds them
@@ -221,22 +238,26 @@ def test_planted_pii_run_through_an_architecture_never_reaches_an_exported_file(
     for file in (tmp_path / "out").iterdir():
         text = file.read_text()
         assert not [value for value in PLANTED if value in text], file.name
-    assert set(report.manifest["redactions"]) >= {"EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE",
-                                                  "IP_ADDRESS", "BANK_ACCOUNT", "KR_RRN"}
+    assert set(report.manifest["redactions"]) >= {"EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD",
+                                                  "IBAN_CODE", "IP_ADDRESS", "BANK_ACCOUNT",
+                                                  "KR_RRN"}
 
 
 def test_the_same_log_twice_is_read_once_and_feedback_is_hashed_and_used(tmp_path: Path) -> None:
-    liked, disliked = make_run("t", [("first answer", 8.0)]), make_run("t", [("second answer", 8.0)])
+    liked = make_run("t", [("first answer", 8.0)])
+    disliked = make_run("t", [("second answer", 8.0)])
     logs = write_log(tmp_path / "logs", [liked, disliked])
     log = TrajectoryLog(logs)
     log.record_feedback(liked.id, "up")
     log.record_feedback(disliked.id, "down")
-    report = export([logs, logs / "trajectories.jsonl"], tmp_path / "out", reward="composite", min_score=0.5,
-                    min_gap=0.1)
+    report = export([logs, logs / "trajectories.jsonl"], tmp_path / "out", reward="composite",
+                    min_score=0.5, min_gap=0.1)
     assert report.manifest["counts"][0]["before"] == 2
-    assert report.problems == ["2 trajectories appeared in more than one input (same id); each was read once."]
+    assert report.problems == [
+        "2 trajectories appeared in more than one input (same id); each was read once."]
     feedback = [s for s in report.sources if s.kind == "feedback"]
     assert feedback[0].records == 2
     assert feedback[0].sha256 == hashlib.sha256((logs / "feedback.jsonl").read_bytes()).hexdigest()
-    pair = rows(tmp_path / "out" / "pairs.jsonl")[0]  # same rubric score, the user's verdict decides
-    assert (pair["chosen"][0]["content"], pair["rejected"][0]["content"]) == ("first answer", "second answer")
+    pair = rows(tmp_path / "out" / "pairs.jsonl")[0]  # same rubric score: the user's verdict
+    chosen, rejected = pair["chosen"][0]["content"], pair["rejected"][0]["content"]
+    assert (chosen, rejected) == ("first answer", "second answer")

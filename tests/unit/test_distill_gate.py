@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from agentic_loop.distill.gate import Decision, gate
+from agentic_loop.distill.release.gate import Decision, gate
+from agentic_loop.errors import ConfigError
 
 
 def _scores(seed: int, n: int = 30) -> np.ndarray:
@@ -53,8 +54,8 @@ def test_promote_needs_significance_not_just_a_higher_mean() -> None:
 
 def test_alpha_controls_promotion() -> None:
     base, cand = [5, 6, 5, 7, 6, 5], [6, 6, 6, 7, 7, 5]
-    loose = gate(base, cand, alpha=0.2)
-    strict = gate(base, cand, alpha=0.01)
+    loose = gate(base, cand, alpha=0.2, min_tasks=6)
+    strict = gate(base, cand, alpha=0.01, min_tasks=6)
     assert loose.p_value == strict.p_value
     assert (loose.decision, strict.decision) == (Decision.PROMOTE, Decision.MANUAL_REVIEW)
 
@@ -65,7 +66,7 @@ def test_identical_scores_have_p_one_and_need_review() -> None:
 
 
 def test_constant_improvement_is_significant_without_a_nan() -> None:
-    d = gate([5.0, 6.0, 7.0], [6.0, 7.0, 8.0])  # zero variance of the differences
+    d = gate([5.0, 6.0, 7.0], [6.0, 7.0, 8.0], min_tasks=3)  # zero variance of the differences
     assert d.p_value == 0.0
     assert d.decision is Decision.PROMOTE
 
@@ -115,7 +116,45 @@ def test_bad_thresholds_are_rejected(kw: dict, message: str) -> None:
 
 
 def test_decision_serializes_and_prints() -> None:
-    d = gate([5, 6, 5, 6, 5, 6], [8, 9, 8, 9, 8, 8])
+    d = gate([5, 6, 5, 6, 5, 6], [8, 9, 8, 9, 8, 8], min_tasks=6)
     data = d.to_dict()
     assert data["decision"] == "PROMOTE" and data["n"] == 6
     assert str(d).startswith("PROMOTE: candidate 8.333 vs baseline 5.500 over 6 tasks")
+
+
+# -- evidence rules: a promotion needs enough tasks, a real effect and a base it stayed near --
+
+@pytest.mark.parametrize("baseline, candidate", [
+    ([5.0, 6.0], [5.01, 6.01]),              # two tasks, +0.01 each, zero variance: p = 0
+    ([5.0, 6.0, 7.0], [5.001, 6.001, 7.001]),  # three tasks, +0.001
+])
+def test_a_tiny_golden_set_never_promotes(baseline: list[float], candidate: list[float]) -> None:
+    d = gate(baseline, candidate)
+    assert d.p_value == 0.0  # "significant", and still not evidence
+    assert d.decision is Decision.MANUAL_REVIEW
+    assert f"only {len(baseline)} golden tasks" in d.reason and "at least 20" in d.reason
+
+
+def test_a_negligible_gain_needs_review_however_many_tasks() -> None:
+    base = [float(i % 7) for i in range(40)]
+    d = gate(base, [b + 0.001 for b in base])
+    assert d.p_value == 0.0 and d.decision is Decision.MANUAL_REVIEW
+    assert "below the minimum effect" in d.reason
+    assert gate(base, [b + 0.5 for b in base]).decision is Decision.PROMOTE
+
+
+def test_kl_drift_above_the_limit_rolls_back_even_a_better_candidate() -> None:
+    base = [float(i % 7) for i in range(30)]
+    better = [b + 2 for b in base]
+    assert gate(base, better, kl_drift=0.2).decision is Decision.PROMOTE
+    d = gate(base, better, kl_drift=0.7)
+    assert d.decision is Decision.ROLLBACK and "KL drift" in d.reason
+    assert gate(base, better, kl_drift=0.7, max_kl=1.0).decision is Decision.PROMOTE
+    assert d.to_dict()["kl_drift"] == 0.7 and d.to_dict()["max_kl"] == 0.5
+
+
+@pytest.mark.parametrize("kwargs", [{"min_tasks": 1}, {"min_tasks": True}, {"min_effect": -1.0},
+                                    {"max_kl": 0.0}, {"kl_drift": float("nan")}])
+def test_bad_evidence_settings_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ConfigError):
+        gate([1.0, 2.0], [2.0, 3.0], **kwargs)

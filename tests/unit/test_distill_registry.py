@@ -1,4 +1,4 @@
-"""The model registry: versions, promote, rollback (a stack), history, audit, corruption, locking."""
+"""The model registry: versions, promote, rollback (a stack), history, audit, corruption, locks."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.distill.model_card import DataRef, ModelCard, write_card
-from agentic_loop.distill.registry import Registry, RegistryError
+from agentic_loop.distill.release.registry import Registry, RegistryError
+from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
 
 
 def _model(root: Path, name: str, *, card: bool = False, adapter: bool = False) -> Path:
     path = root / name
     path.mkdir(parents=True)
     if adapter:
-        (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/base", "r": 8}))
+        config = {"base_model_name_or_path": "/base", "r": 8}
+        (path / "adapter_config.json").write_text(json.dumps(config))
     else:
         (path / "config.json").write_text("{}")
     (path / "model.safetensors").write_bytes(b"weights")
@@ -40,7 +41,8 @@ def test_promote_and_rollback_follow_a_stack(tmp_path: Path) -> None:
     assert reg.current.version == "v1"
 
 
-def test_promoting_an_old_version_then_rolling_back_returns_to_the_replaced_one(tmp_path: Path) -> None:
+def test_promoting_an_old_version_then_rolling_back_returns_to_the_replaced_one(
+        tmp_path: Path) -> None:
     reg = Registry(tmp_path / "reg")
     for n in "abc":
         reg.register(_model(tmp_path, n))
@@ -150,7 +152,8 @@ def test_a_corrupt_index_is_reported_and_left_untouched(tmp_path: Path) -> None:
     reg.register(_model(tmp_path, "b"))
     index = tmp_path / "reg" / "index.json"
     index.write_text('{"versions": [ {"version": "v1"')  # a hand edit gone wrong
-    with pytest.raises(RegistryError, match=r"index.json is corrupt .*nothing was changed.*cp .*index.json.bak"):
+    with pytest.raises(RegistryError,
+                       match=r"index.json is corrupt .*nothing was changed.*cp .*index.json.bak"):
         reg.promote("v1")
     assert index.read_text() == '{"versions": [ {"version": "v1"'
     # the backup is the index before the last update and restores a working registry

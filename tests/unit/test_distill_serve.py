@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.distill.registry import Registry
-from agentic_loop.distill.serve import (
+from agentic_loop.distill.release.registry import Registry
+from agentic_loop.distill.release.serve import (
     ServeError,
     VLLMNotInstalledError,
     find_vllm_python,
@@ -86,7 +86,8 @@ def _model(tmp_path: Path, name: str = "m") -> Path:
     return path
 
 
-def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path, stand_in: tuple[Path, Path]) -> None:
+def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path,
+                                                   stand_in: tuple[Path, Path]) -> None:
     python, record = stand_in
     with serve(_model(tmp_path), name="tagline", python=python, device="cpu", timeout=30) as server:
         assert server.running
@@ -104,12 +105,14 @@ def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path, stand_in: tup
     assert (seen["kv"], seen["offline"]) == ("1", "1")
 
 
-def test_an_adapter_is_served_by_name_on_its_base(tmp_path: Path, stand_in: tuple[Path, Path]) -> None:
+def test_an_adapter_is_served_by_name_on_its_base(tmp_path: Path,
+                                                  stand_in: tuple[Path, Path]) -> None:
     python, record = stand_in
     base = _model(tmp_path, "base")
     adapter = tmp_path / "adapter"
     adapter.mkdir()
-    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base), "r": 32}))
+    config = {"base_model_name_or_path": str(base), "r": 32}
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
     with serve(adapter, name="tagline-v2", python=python, device="cpu", timeout=30) as server:
         assert server.model == "tagline-v2"
         assert server.served_models() == ["tagline-v2-base", "tagline-v2"]
@@ -125,7 +128,8 @@ def test_a_crash_before_ready_reports_the_log(tmp_path: Path, stand_in: tuple[Pa
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     python, _ = stand_in
     monkeypatch.setenv("STAND_IN_MODE", "crash")
-    with pytest.raises(ServeError, match=r"(?s)exited with code 3 before it was ready.*no CPU backend") as err:
+    with pytest.raises(ServeError,
+                       match=r"(?s)exited with code 3 before it was ready.*no CPU backend") as err:
         serve(_model(tmp_path), python=python, device="cpu", timeout=30)
     _kept_log(err.value).unlink()
 
@@ -134,19 +138,21 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(
         tmp_path: Path, stand_in: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     python, _ = stand_in
     monkeypatch.setenv("STAND_IN_MODE", "hang")
-    with pytest.raises(ServeError, match=r"(?s)did not become ready within 2s.*starting the stand-in") as err:
+    with pytest.raises(ServeError,
+                       match=r"(?s)did not become ready within 2s.*starting the stand-in") as err:
         serve(_model(tmp_path), python=python, device="cpu", timeout=2)
     _kept_log(err.value).unlink()
 
 
 def _kept_log(error: BaseException) -> Path:
     """The log a failed start points to: it must still be there for the reader."""
-    log = Path(str(error).split("Its log (")[1].split(")")[0])
+    log = Path(str(error).split("its log (")[1].split(")")[0])
     assert log.is_file()
     return log
 
 
-def test_serve_registered_uses_the_current_version(tmp_path: Path, stand_in: tuple[Path, Path]) -> None:
+def test_serve_registered_uses_the_current_version(tmp_path: Path,
+                                                    stand_in: tuple[Path, Path]) -> None:
     python, record = stand_in
     reg = Registry(tmp_path / "reg")
     reg.register(_model(tmp_path, "tagline"))
@@ -171,13 +177,15 @@ def test_find_vllm_python_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.chdir(tmp_path / "sub")  # found in a parent folder too
     assert find_vllm_python() == str(venv_python)
     monkeypatch.setenv("AGENTIC_LOOP_VLLM_PYTHON", str(tmp_path / "missing"))
-    with pytest.raises(VLLMNotInstalledError, match="does not exist or is not executable.*make vllm"):
+    with pytest.raises(VLLMNotInstalledError,
+                       match="does not exist or is not executable.*make vllm"):
         find_vllm_python()
     assert find_vllm_python(venv_python) == str(venv_python)
 
 
 def test_gpu_command_has_no_cpu_only_flags() -> None:
-    cmd = vllm_command("py", "/m", served_name="m", port=1, device="cuda", extra_args=["--seed", "1"])
+    cmd = vllm_command("py", "/m", served_name="m", port=1, device="cuda",
+                       extra_args=["--seed", "1"])
     assert "--enforce-eager" not in cmd and cmd[cmd.index("--dtype") + 1] == "auto"
     assert cmd[-2:] == ["--seed", "1"] and "--enable-lora" not in cmd
     assert "--enable-lora" in vllm_command("py", "/m", served_name="m", port=1, enable_lora=True)
@@ -185,7 +193,7 @@ def test_gpu_command_has_no_cpu_only_flags() -> None:
 
 def test_serving_a_spec_with_no_weights_is_refused(stand_in: tuple[Path, Path]) -> None:
     python, _ = stand_in
-    from agentic_loop.distill.model_dirs import ModelDirError
+    from agentic_loop.models.model_dirs import ModelDirError
 
     with pytest.raises(ModelDirError, match="served model"):
         serve("openai:http://127.0.0.1:1/v1", python=python)

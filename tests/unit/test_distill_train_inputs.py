@@ -1,4 +1,4 @@
-"""What training reads and checks before loading a model: dataset rows, settings, cards, model dirs."""
+"""What training checks before loading a model: dataset rows, settings, cards, model dirs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.distill.model_card import ModelCardError, read_card
-from agentic_loop.distill.model_dirs import ModelDirError, resolve_model_dir
 from agentic_loop.distill.train import TrainError, train
-from agentic_loop.distill.train_data import TrainingDataError, load_training_data
-from agentic_loop.distill.train_settings import TrainSettings
+from agentic_loop.distill.train.model_card import ModelCardError, read_card
+from agentic_loop.distill.train.settings import TrainSettings
+from agentic_loop.distill.train.training_data import TrainingDataError, load_training_data
+from agentic_loop.models.model_dirs import ModelDirError, resolve_model_dir
 
 USER = {"role": "user", "content": "Name a fruit."}
 GOOD = {"role": "assistant", "content": "Apple."}
@@ -83,7 +83,8 @@ def test_bad_pairs_name_file_and_line(tmp_path: Path, row: dict, message: str) -
 
 def test_a_method_without_its_file_is_refused(tmp_path: Path) -> None:
     d = _dataset(tmp_path, sft=[{"messages": [USER, GOOD]}])
-    with pytest.raises(TrainingDataError, match="pairs.jsonl is missing, and method 'dpo' trains on it"):
+    with pytest.raises(TrainingDataError,
+                       match="pairs.jsonl is missing, and method 'dpo' trains on it"):
         load_training_data(d, need_sft=True, need_pairs=True)
     _write(d / "pairs.jsonl", [""])
     with pytest.raises(TrainingDataError, match="pairs.jsonl is empty"):
@@ -101,7 +102,8 @@ def test_a_corrupt_manifest_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("kw", "message"), [
     ({"method": "ppo"}, "method"), ({"max_steps": 0}, "max_steps"), ({"epochs": -1}, "epochs"),
-    ({"beta": 0}, "beta"), ({"learning_rate": 0}, "learning_rate"), ({"batch_size": 0}, "batch_size"),
+    ({"beta": 0}, "beta"), ({"learning_rate": 0}, "learning_rate"),
+    ({"batch_size": 0}, "batch_size"),
     ({"max_length": 8}, "max_length"), ({"lora_dropout": 1.0}, "lora_dropout"),
     ({"method": "sft+dpo", "lora": True, "merge_lora": False}, "unmerged LoRA"),
 ])

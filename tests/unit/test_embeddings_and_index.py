@@ -18,13 +18,18 @@ from agentic_loop.memory.layout import namespace_dir, namespace_of
 def test_hashing_embedder_is_normalized_deterministic_and_lexical() -> None:
     emb = HashingEmbedder(dim=64)
     assert isinstance(emb, TextEmbedder)
-    vectors = emb.embed(["fresh bread every morning", "bread fresh every morning", "court appeal", ""])
+    vectors = emb.embed(
+        ["fresh bread every morning", "bread fresh every morning", "court appeal", ""]
+    )
     assert vectors.shape == (4, 64) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1.0) and not vectors[3].any()
     assert vectors[0] @ vectors[1] > 0.99 and vectors[0] @ vectors[2] < 0.5
     assert emb.embed([]).shape == (0, 64)
     # the same vector in another process (no salted hash())
-    code = "from agentic_loop.memory import HashingEmbedder; print(HashingEmbedder(64).embed(['court appeal'])[0].tolist())"
+    code = (
+        "from agentic_loop.memory import HashingEmbedder; "
+        "print(HashingEmbedder(64).embed(['court appeal'])[0].tolist())"
+    )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert np.allclose(eval(other.stdout), vectors[2])
 
@@ -33,7 +38,7 @@ def test_embedders_reject_bad_input() -> None:
     emb = HashingEmbedder(dim=64)
     with pytest.raises(TypeError, match="wrap a single text in a list"):
         emb.embed("one text")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="Text 1 to embed is int"):
+    with pytest.raises(TypeError, match="text 1 to embed is int"):
         emb.embed(["ok", 3])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="dim >= 8"):
         HashingEmbedder(dim=2)
@@ -74,7 +79,9 @@ def test_index_is_exact_below_the_limit_and_hnsw_above_with_the_same_answers() -
     assert (flat.kind, growing.kind, len(growing)) == ("flat", "hnsw", 300)
     assert np.allclose(growing.reconstruct([0, 150, 299]), data[[0, 150, 299]])
     queries = unit(50, seed=1)
-    recall = np.mean([len(set(flat.search(q, 10)[1]) & set(growing.search(q, 10)[1])) / 10 for q in queries])
+    recall = np.mean(
+        [len(set(flat.search(q, 10)[1]) & set(growing.search(q, 10)[1])) / 10 for q in queries]
+    )
     assert recall >= 0.95
     sims, rows = flat.search(queries[0], 1000)
     assert len(rows) == 300 and np.all(np.diff(sims) <= 1e-6)

@@ -52,14 +52,16 @@ def test_empty_batch_writes_nothing(log: JsonlLog[Note]) -> None:
 def test_invalid_record_is_rejected_before_anything_is_written(log: JsonlLog[Note]) -> None:
     log.append(Note(n=1))
     before = log.path.read_bytes()
-    with pytest.raises(ValueError, match=r"Record 1 is not a valid record for .*notes.jsonl: n"):
+    with pytest.raises(ValueError, match=r"record 1 is not a valid record for .*notes.jsonl: n"):
         log.append_many([Note(n=2), {"n": "not a number"}])
     assert log.path.read_bytes() == before
 
 
 def test_huge_record_is_rejected_with_its_size(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "notes.jsonl", Note, max_record_bytes=100)
-    with pytest.raises(RecordTooLargeError, match=r"Record 0 serializes to .* bytes, over the 100-byte limit"):
+    with pytest.raises(
+        RecordTooLargeError, match=r"record 0 serializes to .* bytes, over the 100-byte limit"
+    ):
         log.append(Note(n=1, text="x" * 200))
     assert not log.path.exists() or log.path.read_bytes() == b""
 
@@ -81,12 +83,16 @@ def test_torn_last_line_is_skipped_with_file_and_line_then_repaired(log: JsonlLo
     assert b'{"n": 3, "te' in log.path.with_name("notes.jsonl.corrupt").read_bytes()
 
 
-def test_corrupt_middle_line_is_reported_and_skipped_never_losing_others(log: JsonlLog[Note]) -> None:
+def test_corrupt_middle_line_is_reported_and_skipped_never_losing_others(
+    log: JsonlLog[Note]
+) -> None:
     log.append_many([Note(n=1), Note(n=2), Note(n=3)])
     lines = log.path.read_bytes().splitlines(keepends=True)
     lines[1] = b"\x00\x00garbage\n"
     log.path.write_bytes(b"".join(lines))
-    with pytest.warns(LogCorruptionWarning, match=r"notes\.jsonl:2: .*skipped, the other records are intact"):
+    with pytest.warns(
+        LogCorruptionWarning, match=r"notes\.jsonl:2: .*skipped, the other records are intact"
+    ):
         read = log.read()
     assert [r.n for r in read.records] == [1, 3]
     assert [str(p).rsplit("/", 1)[-1][:14] for p in read.problems] == ["notes.jsonl:2:"]
@@ -158,6 +164,6 @@ class Loose(BaseModel):
 
 def test_a_value_json_cannot_hold_is_a_clear_error(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "loose.jsonl", Loose)
-    with pytest.raises(ValueError, match="Record 0 for .*cannot be written as JSON"):
+    with pytest.raises(ValueError, match="record 0 for .*cannot be written as JSON"):
         log.append(Loose(data={"x": object()}))
     assert not log.path.exists() or log.path.read_bytes() == b""

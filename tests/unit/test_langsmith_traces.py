@@ -139,7 +139,8 @@ def test_tracing_on_with_no_server_does_not_stall_the_app(tmp_path):
         from agentic_loop.architectures import Reflection
         from agentic_loop.judges import Rubric
         from agentic_loop.testing import ScriptedChatModel
-        arch = Reflection(ScriptedChatModel(default="Hi"), rubric=Rubric.for_constraints(exact_words=1))
+        arch = Reflection(ScriptedChatModel(default="Hi"),
+                          rubric=Rubric.for_constraints(exact_words=1))
         result = arch.run("Greet me in one word.")
         assert result.ok and result.output == "Hi", result
         print("RUN_S", time.perf_counter() - t0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentic_loop.judges import RewardWeights, composite_reward
+from agentic_loop.distill.data.reward import RewardWeights, composite_reward
 
 
 def test_rubric_alone_is_the_scaled_score() -> None:
@@ -57,7 +57,8 @@ def test_reward_is_always_in_unit_interval() -> None:
         ({"rubric_score": 5.0, "verifier_pass_rate": 1.5}, "verifier_pass_rate must be"),
         ({"rubric_score": 5.0, "feedback": "thumbs"}, "feedback must be 'up', 'down' or None"),
         ({"rubric_score": 5.0, "latency_s": -1.0}, "latency_s must be"),
-        ({"rubric_score": 5.0, "weights": RewardWeights(rubric=0.0)}, "every component given has weight 0"),
+        ({"rubric_score": 5.0, "weights": RewardWeights(rubric=0.0)},
+         "every component given has weight 0"),
     ],
 )
 def test_invalid_inputs_raise(kwargs: dict[str, object], message: str) -> None:

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from agentic_loop.judges import CheckResult, Evaluation, Feature, Rubric
-from agentic_loop.judges.constraints import CONSTRAINT_KEYWORDS
+from agentic_loop.judges.constraint_features import CONSTRAINT_KEYWORDS
 
 # -- Feature ---------------------------------------------------------------
 
@@ -116,7 +116,8 @@ def test_rubric_validation() -> None:
 
 
 def test_for_constraints_rejects_unknown_and_empty() -> None:
-    with pytest.raises(ValueError, match="unknown constraint 'max_words'; valid keywords: word_count"):
+    with pytest.raises(ValueError,
+                       match="unknown constraint 'max_words'; valid keywords: word_count"):
         Rubric.for_constraints(max_words=10)
     with pytest.raises(ValueError, match="at least one constraint"):
         Rubric.for_constraints()
@@ -166,7 +167,8 @@ def test_score_rejects_missing_or_extra_values() -> None:
 
 
 def test_score_is_deterministic_and_order_free() -> None:
-    features = [Feature(f"f{i}", f"feature {i}", w) for i, w in enumerate([0.3, 1.7, 2.0, 0.1, 5.5])]
+    features = [Feature(f"f{i}", f"feature {i}", w)
+                for i, w in enumerate([0.3, 1.7, 2.0, 0.1, 5.5])]
     rubric = Rubric(features)
     rng = random.Random(7)
     for _ in range(50):
@@ -194,7 +196,8 @@ def test_evaluate_is_deterministic() -> None:
 
 def test_evaluate_checks_only_needs_no_llm_values() -> None:
     rubric = Rubric.for_constraints(word_count=(10, 12), exclude_words=["we", "our"])
-    ev = rubric.evaluate("Write a tagline.", "Stories for every reader, shelves for every curious mind")
+    ev = rubric.evaluate("Write a tagline.",
+                         "Stories for every reader, shelves for every curious mind")
     assert ev.values == {"word_count": 9, "exclude_words": True}
     assert ev.score == pytest.approx(9.5)
     assert ev.passed is False
@@ -278,11 +281,13 @@ def test_constraint_rubric_round_trips_through_json() -> None:
     assert (loaded.name, loaded.version, loaded.names) == ("everything", "2", rubric.names)
     assert loaded.constraints == constraints
     output = "read 11 books now."
-    assert loaded.evaluate("t", output, {"n_claims": 1}) == rubric.evaluate("t", output, {"n_claims": 1})
+    assert loaded.evaluate("t", output, {"n_claims": 1}) == rubric.evaluate(
+        "t", output, {"n_claims": 1})
 
 
 def test_rubric_from_task_file_record() -> None:
-    record = json.loads('{"task": "Tagline", "constraints": {"word_count": [3, 6], "no_commas": true}}')
+    record = json.loads(
+        '{"task": "Tagline", "constraints": {"word_count": [3, 6], "no_commas": true}}')
     rubric = Rubric.for_constraints(**record["constraints"])
     assert rubric.evaluate(record["task"], "Stories for curious minds").passed
 

@@ -20,7 +20,8 @@ def test_spread_statistics() -> None:
 
 def test_report_on_critiques_shows_flat_llm_and_spread_composite() -> None:
     rubric = Rubric.for_constraints(word_count=(3, 5), features=[Feature("vivid", "Imagery.")])
-    fake = ScriptedChatModel(default_structured={"vivid": True, "critique": "ok", "overall_score": 9})
+    fake = ScriptedChatModel(default_structured={"vivid": True, "critique": "ok",
+                                                 "overall_score": 9})
     critic = Critic(fake, rubric)
     outputs = ["Warm rye at dawn", "Bread", "Fresh bread and warm rye for every hungry neighbour"]
     critiques = [critic.critique("t", o) for o in outputs]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.models import StructuredOutputError, load_chat_model
 from agentic_loop.models.grammar import PLAIN_TEXT_PATTERN, constrained_json_schema
-from agentic_loop.models.structured import parse_structured
+from agentic_loop.models.structured_output import parse_structured
 from agentic_loop.testing import ScriptedChatModel, ScriptExhausted
 
 
@@ -42,7 +42,8 @@ def test_constrained_schema_closes_objects_and_bounds_strings():
 
 
 def test_parse_structured_validates_and_names_the_schema():
-    ok = parse_structured(AIMessage(content='{"verdict":"accept","stars":5,"note":"x"}'), Review, "m")
+    ok = parse_structured(AIMessage(content='{"verdict":"accept","stars":5,"note":"x"}'), Review,
+                          "m")
     assert ok == Review(verdict="accept", stars=5, note="x")
     with pytest.raises(StructuredOutputError) as err:
         parse_structured(AIMessage(content='{"verdict":"maybe","stars":9,"note":"x"}'), Review, "m")
@@ -78,7 +79,8 @@ def test_scripted_model_follows_scripts_and_records_calls():
         fake.invoke("d")
     with pytest.raises(ScriptExhausted, match="'Review'"):
         fake.with_structured_output(Review).invoke("r")
-    assert [c.kind for c in fake.calls] == ["text"] * 3 + ["structured"] * 2 + ["text", "structured"]
+    assert [c.kind for c in fake.calls] == (
+        ["text"] * 3 + ["structured"] * 2 + ["text", "structured"])
     assert fake.calls[3].schema_name == "Review" and "r" in fake.calls[3].prompt
 
 
@@ -121,7 +123,8 @@ class _ChatServer:
                 self._send({"id": "c1", "object": "chat.completion", "created": 0, "model": "smol",
                             "choices": [{"index": 0, "finish_reason": "stop",
                                          "message": {"role": "assistant", "content": text}}],
-                            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})
+                            "usage": {"prompt_tokens": 5, "completion_tokens": 3,
+                                      "total_tokens": 8}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 
+from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.tasks import TaskFileError, TaskSpec, load_tasks
 from agentic_loop.tasksets import arithmetic_tasks, constrained_tasks, demo_tasks, split_tasks
 from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog, hash_user_id
@@ -58,6 +59,46 @@ def test_feedback_is_merged_latest_wins(tmp_path):
     assert {t.task: t.feedback for t in log.read()} == {"a": "up", "b": None}
     with pytest.raises(ValueError, match="'up' or 'down'"):
         log.record_feedback(a.id, "meh")  # type: ignore[arg-type]
+
+
+#: A line as the trajectory log wrote it before RunResult became its view (schema 1).
+OLD_LINE = (
+    '{"schema_version": 1, "id": "0f3a", "created_at": "2026-01-02T03:04:05.123456Z", '
+    '"architecture": "reflection", "model_id": "local", "task": "Say hi in one word.", '
+    '"rubric": {"name": "constraints", "version": "1", "features": ["exact_words"]}, '
+    '"exemplar_ids": [], "reflection_ids": [], "rounds": [{"iteration": 0, "draft": '
+    '"hello there", "score": 4.0, "passed": false, "features": {"exact_words": 2}, '
+    '"critique": null, "overall_score": null, "feedback": "Use exactly 1 words.", '
+    '"latency_s": 0.001}, {"iteration": 1, "draft": "hi", "score": 10.0, "passed": true, '
+    '"features": {"exact_words": 1}, "critique": null, "overall_score": null, "feedback": "", '
+    '"latency_s": 0.001}], "final_output": "hi", "final_score": 10.0, "accepted": true, '
+    '"archived": false, "stop_reason": "target", "latency_s": 0.2, "usage": {"input_tokens": 50, '
+    '"output_tokens": 3, "total_tokens": 53, "llm_calls": 2}, "errors": [], "user_id_hash": null, '
+    '"consent": null, "feedback": null, "metadata": {}}\n')
+
+
+def test_old_trajectory_files_still_load_and_show_as_results(tmp_path):
+    from agentic_loop.architectures import RunResult
+
+    log = TrajectoryLog(tmp_path)
+    log.path.parent.mkdir(parents=True, exist_ok=True)
+    log.path.write_text(OLD_LINE)
+    (t,) = log.read()
+    assert t.id == "0f3a" and t.created_at.tzinfo is not None and len(t.rounds) == 2
+    result = RunResult(trajectory=t)
+    assert (result.output, result.score, result.features, result.passed, result.iterations,
+            result.trajectory_id) == ("hi", 10.0, {"exact_words": 1}, True, 2, "0f3a")
+    rounds = json.loads(t.model_dump_json())["rounds"]
+    assert [r.pop("guards") for r in rounds] == [{}, {}]  # a field added since; empty when absent
+    assert rounds == json.loads(OLD_LINE)["rounds"]
+
+
+def test_log_errors_are_the_package_errors(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(StorageError, match="pass a directory or a .jsonl file"):
+        TrajectoryLog(tmp_path / "plain")
+    with pytest.raises(ConfigError, match="feedback='meh'"):
+        TrajectoryLog(tmp_path / "log").record_feedback("id", "meh")  # type: ignore[arg-type]
 
 
 def test_user_ids_are_salted_hashes():

@@ -36,6 +36,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agentic_loop.architectures.base import Architecture
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.memory import Archive
+from agentic_loop.trajectories import Round
 
 __all__ = ["ArchiveRefine", "RLHFSelfImprovement", "create_archive_refine_graph"]
 
@@ -85,21 +86,22 @@ class ArchiveRefine(Architecture):
         return update
 
     def _on_finalize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        final = state["final"]
+        final: Round = state["final"]
         if not self.accepts(final):
             return {"archived": False}
         result = self.archive.add(
-            state["task"], final["draft"], score=final["score"], features=final["features"],
+            state["task"], final.draft, score=final.score, features=final.features,
             iterations=len(state.get("rounds", [])), model_id=self.model_id,
             trajectory_id=state.get("run_id"),
-            metadata={"architecture": self.name, "passed": bool(final.get("passed"))})
+            metadata={"architecture": self.name, "passed": bool(final.passed)})
         return {"archived": result.status != "duplicate"}
 
 
 RLHFSelfImprovement = ArchiveRefine
 
 
-def create_archive_refine_graph(llm: BaseChatModel | str, *, archive: Archive | str = "data/archive",
+def create_archive_refine_graph(llm: BaseChatModel | str, *,
+                                archive: Archive | str = "data/archive",
                                 checkpointer: Any = None, store: Any = None,
                                 name: str | None = None, **kwargs: Any) -> CompiledStateGraph:
     """A compiled ArchiveRefine graph for apps that compose graphs (input: ``{"task": ...}``)."""

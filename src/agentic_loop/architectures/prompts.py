@@ -45,7 +45,8 @@ def generate_messages(task: str, requirements: str = "", exemplars: Sequence[dic
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(p for p in parts if p))]
 
 
-def refine_messages(task: str, draft: str, feedback: str, requirements: str = "") -> list[BaseMessage]:
+def refine_messages(task: str, draft: str, feedback: str,
+                    requirements: str = "") -> list[BaseMessage]:
     """Rewrite a draft to address the critique."""
     parts = [f"Task: {task.strip()}"]
     if requirements:

@@ -1,10 +1,12 @@
 """Reflexion: attempt -> evaluate -> reflect on the failure -> retry with the lesson.
 
 Verifiable checks run first; the LLM judge is asked only about attempts that
-pass them (a failed check already decides the attempt, and the judge's call
-is saved). A failed attempt gets a short structured reflection (root cause,
-correction, lesson), stored in :class:`~agentic_loop.memory.ReflexionMemory`;
-the next attempt, and later runs on similar tasks, see those lessons.
+pass them (the critic's ``checks_first`` mode: a failed check already decides
+the attempt, and the judge's call is saved). A failed attempt gets a short
+structured reflection (root cause, correction, lesson), asked through the
+architecture's retry policy and stored in
+:class:`~agentic_loop.memory.ReflexionMemory`; the next attempt, and later
+runs on similar tasks, see those lessons.
 
 Example:
     >>> import tempfile
@@ -23,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -32,10 +33,9 @@ from langgraph.graph import END, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_loop.architectures.base import Architecture, _round
+from agentic_loop.architectures.base import Architecture
 from agentic_loop.architectures.prompts import reflect_messages
 from agentic_loop.architectures.state import LoopState
-from agentic_loop.judges import Critique
 from agentic_loop.memory import ReflexionMemory
 
 __all__ = ["ReflectionNote", "Reflexion", "create_reflexion_graph"]
@@ -63,6 +63,7 @@ class Reflexion(Architecture):
     """
 
     name = "reflexion"
+    checks_first = True
 
     def __init__(self, llm: BaseChatModel | str, rubric: Any = None, *,
                  memory: ReflexionMemory | str = "data/reflections", k: int = 3,
@@ -110,29 +111,20 @@ class Reflexion(Architecture):
                 "iteration": iteration}
 
     def _evaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        task, draft = state["task"], state["draft"]
-        started = time.perf_counter()
-        rubric = self.rubric_for(task, config)
-        checks = rubric.run_checks(task, draft)
-        verdict = rubric.compose(checks, {f.name: False for f in rubric.llm_features}) \
-            if rubric.llm_features else rubric.compose(checks)
-        if verdict.passed and (rubric.llm_features or self.critique_text):
-            critique = self.critic_for(rubric).critique(task, draft)
-        else:  # a failed check decides the attempt; the judge is not asked
-            critique = Critique(evaluation=verdict)
-        return {"rounds": [_round(state.get("iteration", 0), draft, critique,
-                                  time.perf_counter() - started)]}
+        """Judge the attempt (checks first: see ``checks_first``), even after an error."""
+        return self._judge(state, config)
 
     def _reflect(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         task, last = state["task"], state["rounds"][-1]
-        failure = last.get("feedback") or f"It scored {last['score']:.1f}/10."
-        note = self.llm.with_structured_output(ReflectionNote).invoke(
-            reflect_messages(task, last["draft"], failure))
+        failure = last.feedback or f"It scored {last.score or 0.0:.1f}/10."
+        note, _ = self.retry.invoke_structured(
+            self.llm, ReflectionNote, reflect_messages(task, last.draft, failure),
+            what="reflection")
         stored = self.memory.add(
             task, note.lesson, failure_summary=failure, outcome="failed",
-            trial=last["iteration"],
+            trial=last.iteration,
             metadata={"root_cause": note.root_cause, "correction": note.correction,
-                      "score": last["score"], "run_id": state.get("run_id")})
+                      "score": last.score, "run_id": state.get("run_id")})
         fresh = {"id": stored.entry.id, "task": task, "reflection": note.lesson}
         return {"reflections": [fresh, *state.get("reflections", [])][: self.k + 1]}
 
@@ -141,7 +133,8 @@ class Reflexion(Architecture):
         return 3 * self.max_iterations + 6
 
 
-def create_reflexion_graph(llm: BaseChatModel | str, *, memory: ReflexionMemory | str = "data/reflections",
+def create_reflexion_graph(llm: BaseChatModel | str, *,
+                           memory: ReflexionMemory | str = "data/reflections",
                            checkpointer: Any = None, store: Any = None, name: str | None = None,
                            **kwargs: Any) -> CompiledStateGraph:
     """A compiled Reflexion graph for apps that compose graphs (input: ``{"task": ...}``)."""

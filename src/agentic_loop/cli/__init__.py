@@ -1,8 +1,10 @@
 """``agentic-loop``: the command line.
 
-One module per command group; each registers itself on :data:`app`. Errors a
-user can fix are printed as one line (``error: ...``) with a non-zero exit,
-never a traceback.
+One module per command group, named for its commands; each registers itself
+on :data:`app`. Errors a user can fix (every
+:class:`~agentic_loop.errors.AgenticLoopError`) are caught in one place,
+:class:`~agentic_loop.cli.common.AgenticLoopGroup`, and printed as one line
+(``error: ...``) with exit code 2, never a traceback.
 
 Example:
     >>> from typer.testing import CliRunner
@@ -14,11 +16,13 @@ Example:
 from __future__ import annotations
 
 import importlib
-import sys
 
 import typer
 
+from agentic_loop.cli.common import AgenticLoopGroup
+
 app = typer.Typer(
+    cls=AgenticLoopGroup,
     name="agentic-loop",
     help="Agents that improve with use: run critique-refine loops, grow an archive, "
          "export trajectories, distill, gate and serve.",
@@ -28,22 +32,12 @@ app = typer.Typer(
 )
 
 #: Command modules, imported so they register their commands on ``app``.
-COMMAND_MODULES = ("run", "archive", "export", "distill", "models", "demo")
+COMMAND_MODULES = ("run", "archive", "export", "distill", "release", "serve", "demo")
 
 for _name in COMMAND_MODULES:
-    try:
-        importlib.import_module(f"agentic_loop.cli.{_name}")
-    except ModuleNotFoundError as exc:  # a command module not written yet
-        if exc.name != f"agentic_loop.cli.{_name}":
-            raise
+    importlib.import_module(f"agentic_loop.cli.{_name}")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    from agentic_loop.cli.common import CliError
-
-    try:
-        app()
-    except CliError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    """Console-script entry point (errors are handled by the group, see above)."""
+    app()

@@ -1,16 +1,28 @@
-"""``agentic-loop archive show|stats|search|prune``: look into and tend an archive."""
+"""``agentic-loop archive show|stats|search|prune``: look into and tend an archive.
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["archive", "show", "--archive", "/no/such/archive"])
+    >>> result.exit_code, result.stderr.startswith("error: archive /no/such/archive does not")
+    (2, True)
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console, fail
+from agentic_loop.cli.common import console
+from agentic_loop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentic_loop.memory import Archive
 
 archive_app = typer.Typer(help="Inspect and tend an archive of accepted outputs.",
                           no_args_is_help=True)
@@ -20,16 +32,14 @@ ArchiveDir = Annotated[Path, typer.Option("--archive", help="Archive dir.")]
 Namespace = Annotated[str | None, typer.Option(help="Namespace inside the archive.")]
 
 
-def open_archive(path: Path, namespace: str | None):
-    from agentic_loop.memory import Archive, ArchiveError
+def open_archive(path: Path, namespace: str | None) -> Archive:
+    """The archive in ``path``; a missing folder is a one-line error, never a new archive."""
+    from agentic_loop.memory import Archive
 
     if not path.exists():
-        fail(f"archive {path} does not exist; run `agentic-loop run --arch archive_refine` first "
-             "or pass --archive DIR")
-    try:
-        return Archive(path, namespace=namespace, show_progress=False)
-    except ArchiveError as exc:
-        fail(str(exc))
+        raise ConfigError(f"archive {path} does not exist; run `agentic-loop run --arch "
+                          "archive_refine` first or pass --archive DIR")
+    return Archive(path, namespace=namespace, show_progress=False)
 
 
 @archive_app.command("show")
@@ -50,7 +60,10 @@ def show(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None
 def stats(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
           plot: Annotated[Path | None, typer.Option(help="Write archive growth as PNG.")] = None
           ) -> None:
-    """Count, score distribution, growth and drift. Example: agentic-loop archive stats --plot growth.png"""
+    """Count, score distribution, growth and drift.
+
+    Example: agentic-loop archive stats --plot growth.png
+    """
     store = open_archive(archive, namespace)
     s = store.stats()
     console.print_json(s.model_dump_json())
@@ -64,10 +77,14 @@ def stats(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = Non
 @archive_app.command("search")
 def search(query: str, archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
            k: Annotated[int, typer.Option(min=1, max=100)] = 3) -> None:
-    """The entries whose tasks are most similar to QUERY. Example: agentic-loop archive search "museum tagline" """
+    """The entries whose tasks are most similar to QUERY.
+
+    Example: agentic-loop archive search "museum tagline"
+    """
     store = open_archive(archive, namespace)
     if len(store) == 0:
-        fail(f"archive {archive} is empty")
+        raise ConfigError(f"archive {archive} is empty; add outputs first or pass "
+                          "another --archive")
     table = Table(title=f"top {k} for {query!r}")
     for column in ("similarity", "score", "task", "output"):
         table.add_column(column, overflow="fold")
@@ -83,7 +100,10 @@ def prune(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = Non
           max_entries: Annotated[int | None, typer.Option(min=0)] = None,
           min_score: Annotated[float | None, typer.Option(min=0, max=10)] = None,
           older_than_days: Annotated[float | None, typer.Option(min=0)] = None) -> None:
-    """Drop low-scoring, old or surplus entries (atomic). Example: agentic-loop archive prune --min-score 7"""
+    """Drop low-scoring, old or surplus entries (atomic).
+
+    Example: agentic-loop archive prune --min-score 7
+    """
     store = open_archive(archive, namespace)
     result = store.prune(max_entries=max_entries, min_score=min_score,
                          older_than=timedelta(days=older_than_days) if older_than_days else None)

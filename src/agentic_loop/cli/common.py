@@ -1,33 +1,74 @@
-"""Helpers shared by the CLI commands: one-line errors, consoles, JSON output.
+"""What every CLI command shares: the one error handler, the consoles, the progress bar.
+
+Errors: a command never catches the package's errors itself. Anything it
+raises that derives from :class:`~agentic_loop.errors.AgenticLoopError`
+(a bad flag, a missing file, a model that will not load) is caught once, by
+:class:`AgenticLoopGroup`, the click group behind ``app``: it prints
+``error: <message>`` on stderr and exits with code 2. Anything else is a
+bug and keeps its traceback.
 
 Example:
-    >>> fail_if(False, "never raised")
+    >>> import typer
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.errors import ConfigError
+    >>> demo = typer.Typer(cls=AgenticLoopGroup)
+    >>> @demo.command()
+    ... def hello(n: int = 1) -> None:
+    ...     if n < 1:
+    ...         raise ConfigError(f"--n must be at least 1, got {n}")
+    >>> @demo.command()
+    ... def other() -> None: ...
+    >>> result = CliRunner().invoke(demo, ["hello", "--n", "0"])
+    >>> result.exit_code, result.stderr
+    (2, 'error: --n must be at least 1, got 0\\n')
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typer.core import TyperGroup
 
-__all__ = ["CliError", "console", "err_console", "fail", "fail_if"]
+from agentic_loop.errors import AgenticLoopError
+
+__all__ = ["AgenticLoopGroup", "console", "err_console", "progress_bar"]
 
 console = Console()
 err_console = Console(stderr=True)
 
-
-class CliError(Exception):
-    """A user-fixable problem: printed as ``error: <message>``, exit code 2."""
-
-
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` to stderr and exit 2."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+#: The exit code of every error a user can fix (click uses it for usage errors too).
+USER_ERROR_EXIT = 2
 
 
-def fail_if(condition: bool, message: str) -> None:
-    """:func:`fail` when ``condition`` holds."""
-    if condition:
-        fail(message)
+class AgenticLoopGroup(TyperGroup):
+    """The command group that turns the package's errors into one line and exit code 2.
+
+    Every command and sub-group runs inside :meth:`invoke` of the root group,
+    so this is the one place the CLI catches errors, for the console script
+    and for ``CliRunner().invoke(app, ...)`` alike.
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
+        try:
+            return super().invoke(ctx)
+        except AgenticLoopError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(USER_ERROR_EXIT) from None
+
+
+def progress_bar(*, on: Console | None = None, transient: bool = False,
+                 disable: bool = False) -> Progress:
+    """The CLI's progress bar: description, bar, ``done/total``, elapsed time.
+
+    >>> with progress_bar(disable=True) as bar:
+    ...     job = bar.add_task("exporting", total=2)
+    ...     bar.advance(job, 2)
+    >>> bar.tasks[0].completed == 2
+    True
+    """
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=on or err_console, transient=transient,
+                    disable=disable)

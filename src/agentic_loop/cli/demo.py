@@ -1,9 +1,17 @@
-"""``agentic-loop demo``: both loops end to end on the embedded model (what `make demo` runs)."""
+"""``agentic-loop demo``: both loops end to end on the embedded model (what `make demo` runs).
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["demo", "--pii", "fancy"])
+    >>> result.exit_code, result.stderr
+    (2, "error: --pii must be spacy, regex or off, got 'fancy'\\n")
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 
@@ -28,11 +36,14 @@ def demo(
 
     Example: agentic-loop demo --out runs/demo --tasks 30
     """
-    from agentic_loop.cli.common import console, fail
+    from agentic_loop.cli.common import console
     from agentic_loop.demo import DemoOptions, run_demo
+    from agentic_loop.distill.data.pii import PiiMode
+    from agentic_loop.errors import ConfigError
 
-    if pii not in ("spacy", "regex", "off"):
-        fail(f"--pii must be spacy, regex or off, got {pii!r}")
+    if pii not in get_args(PiiMode):
+        raise ConfigError(f"--pii must be spacy, regex or off, got {pii!r}")
+    gate = cast(PiiMode, pii)
     run_demo(out, DemoOptions(n_tasks=tasks, train_steps=train_steps,
-                              max_iterations=max_iterations, concurrency=concurrency, pii=pii,
+                              max_iterations=max_iterations, concurrency=concurrency, pii=gate,
                               model=model), console=console)

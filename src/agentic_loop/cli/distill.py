@@ -22,50 +22,41 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console, fail
+from agentic_loop.cli.common import console
+from agentic_loop.errors import ConfigError
 
-__all__ = ["distill_command", "user_errors"]
+if TYPE_CHECKING:
+    from agentic_loop.distill.train import TrainResult
 
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "fix your input" (printed as one line), not a bug (a traceback)."""
-    from agentic_loop.distill.errors import ExportError
-    from agentic_loop.distill.golden import GoldenError
-    from agentic_loop.distill.model_card import ModelCardError
-    from agentic_loop.distill.model_dirs import ModelDirError
-    from agentic_loop.distill.registry import RegistryError
-    from agentic_loop.distill.serve import ServeError
-    from agentic_loop.distill.train import TrainError
-    from agentic_loop.distill.train_data import TrainingDataError
-    from agentic_loop.models import ModelError
-
-    return (ExportError, GoldenError, ModelCardError, ModelDirError, RegistryError, ServeError,
-            TrainError, TrainingDataError, ModelError, ValueError)
+__all__ = ["distill_command"]
 
 
 @app.command("distill")
 def distill_command(
     out: Annotated[Path, typer.Option(
-        "--out", "-o", help="Model folder (--data), or the loop's work folder (data/, model/, eval.*).")],
+        "--out", "-o",
+        help="Model folder (--data), or the loop's work folder (data/, model/, eval.*).")],
     data: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
         "--data", help="A dataset folder written by `agentic-loop export`.")] = None,
     from_trajectories: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
         "--from-trajectories",
-        help="Run the whole loop from TrajectoryLog folders or .jsonl files (repeat for several).")] = None,
+        help="Run the whole loop from TrajectoryLog folders or .jsonl files (repeat for "
+             "several).")] = None,
     method: Annotated[str, typer.Option("--method", help="sft, dpo, or sft+dpo.")] = "sft",
     base: Annotated[str, typer.Option(
         "--base", help="Base model: local, local:<dir> or an HF dir.")] = "local",
     lora: Annotated[bool, typer.Option(
         "--lora", help="Train a LoRA adapter (PEFT) instead of every weight.")] = False,
     no_merge: Annotated[bool, typer.Option(
-        "--no-merge", help="Keep the LoRA adapter unmerged (served by name through vLLM).")] = False,
+        "--no-merge",
+        help="Keep the LoRA adapter unmerged (served by name through vLLM).")] = False,
     max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Passes over the data.")] = 1.0,
@@ -73,12 +64,15 @@ def distill_command(
     learning_rate: Annotated[Optional[float], typer.Option(  # noqa: UP045
         "--learning-rate", help="Default: 2e-5 SFT, 5e-6 DPO (x10 with --lora).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Per-device batch size.")] = 4,
-    max_length: Annotated[int, typer.Option("--max-length", help="Truncate sequences to N tokens.")] = 512,
+    max_length: Annotated[int, typer.Option(
+        "--max-length", help="Truncate sequences to N tokens.")] = 512,
     seed: Annotated[int, typer.Option("--seed", help="Seeds LoRA init, data order, dropout.")] = 0,
     resume: Annotated[bool, typer.Option(
-        "--resume/--no-resume", help="Continue an interrupted run from its last checkpoint.")] = True,
+        "--resume/--no-resume",
+        help="Continue an interrupted run from its last checkpoint.")] = True,
     golden: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        "--golden", help="Golden-set JSONL for the loop's gate (needed with --from-trajectories).")] = None,
+        "--golden",
+        help="Golden-set JSONL for the loop's gate (needed with --from-trajectories).")] = None,
     registry: Annotated[Path, typer.Option(
         "--registry", help="Model registry folder (loop).")] = Path("runs/registry"),
     arch: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -94,50 +88,53 @@ def distill_command(
 
         agentic-loop distill --data data/distill --method sft+dpo --lora --out runs/m1
 
-        agentic-loop distill --from-trajectories data/trajectories --golden golden.jsonl --out runs/loop1
+        agentic-loop distill --from-trajectories data/trajectories --golden g.jsonl --out runs/l1
     """
     if (data is None) == (not from_trajectories):
-        fail("pass exactly one of --data DIR (train on an export) and --from-trajectories PATH "
-             "(run the whole loop).")
+        raise ConfigError("pass exactly one of --data DIR (train on an export) and "
+                          "--from-trajectories PATH (run the whole loop)")
     if from_trajectories and golden is None:
-        fail("--from-trajectories needs --golden FILE: the loop promotes only a model that beats "
-             "the current one on a golden set.")
-    options: dict[str, Any] = {"lora": lora, "max_steps": max_steps, "epochs": epochs, "beta": beta,
-                               "learning_rate": learning_rate, "batch_size": batch_size,
-                               "max_length": max_length, "seed": seed, "resume": resume}
-    try:
-        from agentic_loop.distill.train_settings import TrainSettings
+        raise ConfigError("--from-trajectories needs --golden FILE: the loop promotes only a "
+                          "model that beats the current one on a golden set")
+    options: dict[str, Any] = {"lora": lora, "max_steps": max_steps, "epochs": epochs,
+                               "beta": beta, "learning_rate": learning_rate,
+                               "batch_size": batch_size, "max_length": max_length, "seed": seed,
+                               "resume": resume}
+    from agentic_loop.distill.train import TrainSettings
 
-        TrainSettings(method=method, merge_lora=not no_merge, **{
-            k: v for k, v in options.items() if k != "resume"})
-        if data is not None:
-            from agentic_loop.distill.train import train
+    TrainSettings(method=method, merge_lora=not no_merge,
+                  **{k: v for k, v in options.items() if k != "resume"})
+    if data is not None:
+        from agentic_loop.distill.train import train
 
-            result = train(data, out, method=method, base=base, merge_lora=not no_merge, **options)
-            _print_training(result)
-            return
-        from agentic_loop.distill.pipeline import distill_loop
+        result = train(data, out, method=method, base=base, merge_lora=not no_merge, **options)
+        _print_training(result)
+        return
+    from agentic_loop.distill.release import distill_loop
 
-        assert golden is not None and from_trajectories
-        if no_merge:
-            fail("--no-merge does not apply to --from-trajectories: the loop evaluates a merged model.")
-        loop = distill_loop(from_trajectories, out, golden=golden, registry=registry, base=base,
-                            method=method, arch=arch, export_options={"pii": pii, "min_score": min_score},
-                            train_options=options)
-    except user_errors() as exc:
-        fail(escape(str(exc)))
+    assert golden is not None and from_trajectories
+    if no_merge:
+        raise ConfigError("--no-merge does not apply to --from-trajectories: the loop evaluates "
+                          "a merged model; drop --no-merge")
+    loop = distill_loop(from_trajectories, out, golden=golden, registry=registry, base=base,
+                        method=method, arch=arch,
+                        export_options={"pii": pii, "min_score": min_score},
+                        train_options=options)
     _print_training(loop.train)
-    console.print(f"gate: {escape(str(loop.evaluation.decision.value))} vs {escape(loop.baseline)}; "
-                  f"registered {loop.version.version}"
-                  + (" and promoted it" if loop.promoted else " (not promoted: review it, then "
-                     f"`agentic-loop promote {loop.version.version}`)"), highlight=False)
+    promoted = (" and promoted it" if loop.promoted else " (not promoted: review it, then "
+                f"`agentic-loop promote {loop.version.version}`)")
+    console.print(f"gate: {escape(str(loop.evaluation.decision.value))} vs "
+                  f"{escape(loop.baseline)}; registered {loop.version.version}{promoted}",
+                  highlight=False)
     for reason in loop.evaluation.reasons:
         console.print(f"  {escape(reason)}", highlight=False, soft_wrap=True)
 
 
-def _print_training(result: Any) -> None:
-    table = Table(title=f"Trained {escape(str(result.model_dir))}"
-                  + (" (already finished: reused)" if result.skipped else ""), title_justify="left")
+def _print_training(result: TrainResult) -> None:
+    title = f"Trained {escape(str(result.model_dir))}"
+    if result.skipped:
+        title += " (already finished: reused)"
+    table = Table(title=title, title_justify="left")
     for column in ("stage", "steps", "loss", "tokens/s", "resumed from"):
         table.add_column(column, justify="left" if column in ("stage", "resumed from") else "right")
     for stage in result.stages:
@@ -146,8 +143,10 @@ def _print_training(result: Any) -> None:
                       "-" if stage.train_loss is None else f"{stage.train_loss:.4f}",
                       "-" if rate is None else f"{rate:.1f}", stage.resumed_from or "-")
     console.print(table)
-    kind = "LoRA adapter (serve it with `agentic-loop serve --model DIR`)" if result.adapter else "model"
+    kind = ("LoRA adapter (serve it with `agentic-loop serve --model DIR`)" if result.adapter
+            else "model")
     console.print(f"{kind}: {escape(str(result.model_dir))}; card: "
-                  f"{escape(str(result.model_dir / 'model_card.yaml'))}", highlight=False, soft_wrap=True)
+                  f"{escape(str(result.model_dir / 'model_card.yaml'))}", highlight=False,
+                  soft_wrap=True)
     if not result.adapter:
         console.print(f"use it: load_chat_model({result.spec!r})", highlight=False, soft_wrap=True)

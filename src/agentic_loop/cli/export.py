@@ -1,6 +1,6 @@
 """``agentic-loop export``: trajectories to SFT and DPO datasets, through the PII gate and curation.
 
-A thin shell around :func:`agentic_loop.distill.export_datasets`: it checks
+A thin shell around :func:`agentic_loop.distill.data.export_datasets`: it checks
 the flags (one-line errors, exit code 2), shows a progress bar on stderr
 while the gate and the embedder work, and prints a summary table of every
 filter's counts and the redactions per entity type.
@@ -23,12 +23,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console, err_console, fail
+from agentic_loop.cli.common import console, err_console, progress_bar
+from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from agentic_loop.distill import ExportReport
+    from agentic_loop.distill.data import ExportReport
 
 __all__ = ["export_command"]
 
@@ -63,18 +64,23 @@ class _RichProgress:
 @app.command("export")
 def export_command(
     trajectories: Annotated[list[Path], typer.Option(
-        "--trajectories", "-t", help="A TrajectoryLog folder or its .jsonl file; repeat for several.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for sft.jsonl, pairs.jsonl, manifest.json.")],
+        "--trajectories", "-t",
+        help="A TrajectoryLog folder or its .jsonl file; repeat for several.")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Folder for sft.jsonl, pairs.jsonl, manifest.json.")],
     min_score: Annotated[float, typer.Option(
-        "--min-score", help="Reward an SFT row or a chosen answer needs, in [0, 1] (rubric score / 10).")] = 0.8,
+        "--min-score",
+        help="Reward an SFT row or a chosen answer needs, in [0, 1] (rubric score / 10).")] = 0.8,
     pii: Annotated[str, typer.Option(
         "--pii", help="PII gate: spacy (names too), regex (patterns only) or off.")] = "spacy",
     min_gap: Annotated[float, typer.Option(
         "--min-gap", help="Smallest chosen-minus-rejected reward of a DPO pair.")] = 0.2,
     archive: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
-        "--archive", help="An Archive folder whose accepted outputs become extra SFT rows.")] = None,
+        "--archive",
+        help="An Archive folder whose accepted outputs become extra SFT rows.")] = None,
     k_anonymity: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        "--k-anonymity", help="Drop tasks whose anonymized pattern fewer than K users share.")] = None,
+        "--k-anonymity",
+        help="Drop tasks whose anonymized pattern fewer than K users share.")] = None,
     max_per_task: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--max-per-task", help="At most N SFT rows and N pairs per task.")] = None,
     require_consent: Annotated[Optional[bool], typer.Option(  # noqa: UP045
@@ -85,36 +91,30 @@ def export_command(
     latency_z: Annotated[float, typer.Option(
         "--latency-z", help="Drop runs slower than this modified z-score; 0: off.")] = 3.5,
     dedup_threshold: Annotated[float, typer.Option(
-        "--dedup-threshold", help="Cosine at which two SFT rows are near duplicates; 0: exact only.")] = 0.95,
+        "--dedup-threshold",
+        help="Cosine at which two SFT rows are near duplicates; 0: exact only.")] = 0.95,
 ) -> None:
     """Export trajectories as SFT and DPO datasets (TRL conversational format) through a PII gate.
 
     Example:
 
-        agentic-loop export --trajectories data/trajectories --out data/distill --pii regex --min-score 0.8
+        agentic-loop export --trajectories data/trajectories --out data/distill --pii regex
     """
     if pii not in _PII_MODES:
-        fail(f"--pii must be one of {', '.join(_PII_MODES)}, got {pii!r}.")
+        raise ConfigError(f"--pii must be one of {', '.join(_PII_MODES)}, got {pii!r}")
     if reward not in _REWARDS:
-        fail(f"--reward must be one of {', '.join(_REWARDS)}, got {reward!r}.")
+        raise ConfigError(f"--reward must be one of {', '.join(_REWARDS)}, got {reward!r}")
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from agentic_loop.distill.data import export_datasets
 
-    from agentic_loop.distill import ExportError, PiiError, export_datasets
-    from agentic_loop.memory import EmbedderError
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+    with progress_bar(on=err_console, transient=True) as bar:
         sink = _RichProgress(bar)
-        try:
-            report = export_datasets(
-                trajectories, out, min_score=min_score, pii=pii, min_gap=min_gap,  # type: ignore[arg-type]
-                archive=archive, reward=reward, require_consent=require_consent,  # type: ignore[arg-type]
-                latency_z=latency_z or None, k_anonymity=k_anonymity, max_per_task=max_per_task,
-                dedup_threshold=dedup_threshold or None, progress=sink)
-        except (ExportError, PiiError, EmbedderError) as exc:
-            bar.stop()
-            fail(escape(str(exc)))
+        report = export_datasets(
+            trajectories, out, min_score=min_score, pii=pii,  # type: ignore[arg-type]
+            min_gap=min_gap, archive=archive, reward=reward,  # type: ignore[arg-type]
+            require_consent=require_consent, latency_z=latency_z or None,
+            k_anonymity=k_anonymity, max_per_task=max_per_task,
+            dedup_threshold=dedup_threshold or None, progress=sink)
         sink.close()
     _print_summary(report)
 
@@ -138,9 +138,9 @@ def _print_summary(report: ExportReport) -> None:
     if len(report.problems) > 10:
         err_console.print(f"[yellow]warning:[/] {len(report.problems) - 10} more problems: see "
                           f"{escape(str(report.manifest_path))}", highlight=False, soft_wrap=True)
-    console.print(f"wrote {report.sft_rows} SFT rows ({_where(report.sft_path)}), {report.pairs} DPO pairs "
-                  f"({_where(report.pairs_path)}), manifest {escape(str(report.manifest_path))}",
-                  highlight=False, soft_wrap=True)
+    console.print(f"wrote {report.sft_rows} SFT rows ({_where(report.sft_path)}), "
+                  f"{report.pairs} DPO pairs ({_where(report.pairs_path)}), "
+                  f"manifest {escape(str(report.manifest_path))}", highlight=False, soft_wrap=True)
 
 
 def _where(path: Path | None) -> str:

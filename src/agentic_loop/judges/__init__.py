@@ -1,4 +1,4 @@
-"""Judges: deterministic multi-feature scores, programmatic checks, composite reward.
+"""Judges: deterministic multi-feature scores and programmatic checks.
 
 A single LLM "score 1-10" comes back flat. Here the LLM commits only to a few
 independent features through a typed schema, Python computes everything it
@@ -13,8 +13,7 @@ Example:
     (10.0, True)
 """
 
-from agentic_loop.judges.checks import extract_code
-from agentic_loop.judges.constraints import (
+from agentic_loop.judges.constraint_features import (
     CONSTRAINT_KEYWORDS,
     constraint_feature,
     constraints_to_text,
@@ -22,19 +21,25 @@ from agentic_loop.judges.constraints import (
 from agentic_loop.judges.critic import Critic, CriticError, Critique
 from agentic_loop.judges.evaluation import Evaluation, FailedCheck, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature
+from agentic_loop.judges.guards import GuardReport, inspect_output
+from agentic_loop.judges.judge_calls import JudgeCallError, JudgeError
 from agentic_loop.judges.lexicon import CLICHES
 from agentic_loop.judges.llm_judge import Judgement, LLMJudge
-from agentic_loop.judges.reward import RewardWeights, composite_reward
-from agentic_loop.judges.rubric import Rubric
-from agentic_loop.judges.rubrics import (
+from agentic_loop.judges.ready_rubrics import (
     code_rubric,
     copywriting_rubric,
     instruction_rubric,
     math_rubric,
 )
-from agentic_loop.judges.sandbox import SandboxResult, run_python_tests
+from agentic_loop.judges.rubric import Rubric
+from agentic_loop.judges.sandbox import (
+    SandboxResult,
+    SandboxUnavailableError,
+    run_python_tests,
+    sandbox_layers,
+)
 from agentic_loop.judges.spread import SpreadReport, spread_report
-from agentic_loop.judges.structured import JudgeError
+from agentic_loop.judges.text_measures import extract_code
 
 __all__ = [
     "CLICHES",
@@ -48,20 +53,23 @@ __all__ = [
     "Feature",
     "FeatureResult",
     "JudgeError",
+    "JudgeCallError",
     "Judgement",
     "LLMJudge",
-    "RewardWeights",
     "Rubric",
+    "GuardReport",
     "SandboxResult",
+    "SandboxUnavailableError",
     "SpreadReport",
     "code_rubric",
-    "composite_reward",
     "constraint_feature",
     "constraints_to_text",
     "copywriting_rubric",
     "extract_code",
     "instruction_rubric",
     "math_rubric",
+    "inspect_output",
     "run_python_tests",
+    "sandbox_layers",
     "spread_report",
 ]

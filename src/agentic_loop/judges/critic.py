@@ -10,7 +10,10 @@ asked of the model; their measured facts are shown to it so the critique
 text can build on them.
 
 With no LLM features and ``critique_text=False`` the critic makes no model
-call at all: the evaluation is pure Python.
+call at all: the evaluation is pure Python. With ``checks_first=True`` it
+makes none either when a check fails: the failed check already decides the
+output, so its LLM features count as not satisfied and the feedback comes
+from the failed checks (Reflexion's evaluate step works this way).
 
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
@@ -25,6 +28,9 @@ Example:
     (10.0, {'exact_words': 3, 'vivid': True}, 9, 1)
     >>> sorted(Critic(fake, rubric).schema.model_fields)
     ['critique', 'overall_score', 'vivid']
+    >>> quick = Critic(fake, rubric, checks_first=True).critique("3 words.", "Too many words here")
+    >>> quick.values, quick.attempts, len(fake.calls)   # a check failed: no model call
+    ({'exact_words': 4, 'vivid': False}, 0, 1)
 """
 
 from __future__ import annotations
@@ -37,15 +43,18 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from agentic_loop.errors import ConfigError
 from agentic_loop.judges.evaluation import Evaluation
 from agentic_loop.judges.features import CheckResult, FeatureValue
-from agentic_loop.judges.rubric import Rubric
-from agentic_loop.judges.structured import (
-    JudgeError,
+from agentic_loop.judges.judge_calls import (
+    JudgeCallError,
     ainvoke_structured,
     batch_structured,
     invoke_structured,
+    judge_retry,
 )
+from agentic_loop.judges.rubric import Rubric
+from agentic_loop.models.retry import RetryPolicy
 
 __all__ = ["CRITIQUE_MAX_CHARS", "Critic", "CriticError", "Critique"]
 
@@ -59,7 +68,7 @@ _SYSTEM = (
 )
 
 
-class CriticError(JudgeError):
+class CriticError(JudgeCallError):
     """The critic's model gave no valid judgement within its retries."""
 
 
@@ -110,21 +119,29 @@ class Critic:
             then :class:`CriticError` is raised.
         critique_text: ask for a short critique paragraph. When False and the
             rubric has no LLM features, no model call is made at all.
+        checks_first: run the checks first and ask the model only when they
+            all pass; a failed check decides the output without a model call.
+        retry: the :class:`~agentic_loop.models.retry.RetryPolicy` of the
+            model calls (overrides ``max_retries``); by default
+            :data:`~agentic_loop.models.retry.DEFAULT_RETRY` with
+            ``1 + max_retries`` attempts.
     """
 
     #: The schema's class name (what ``ScriptedChatModel(structured=...)`` keys on).
     SCHEMA_NAME = "RubricJudgement"
 
     def __init__(self, llm: BaseChatModel, rubric: Rubric, *, max_retries: int = 2,
-                 critique_text: bool = True) -> None:
+                 critique_text: bool = True, checks_first: bool = False,
+                 retry: RetryPolicy | None = None) -> None:
         if not isinstance(rubric, Rubric):
-            raise TypeError(f"Critic needs a Rubric, got {type(rubric).__name__}.")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}.")
+            raise ConfigError(f"Critic needs a Rubric, got {type(rubric).__name__}; "
+                              "build one with Rubric([...]) or Rubric.for_constraints(...)")
+        self.retry = judge_retry(max_retries, retry)
         self.llm = llm
         self.rubric = rubric
-        self.max_retries = max_retries
+        self.max_retries = self.retry.max_attempts - 1
         self.critique_text = critique_text
+        self.checks_first = checks_first
         self.schema: type[BaseModel] | None = (
             self._build_schema() if rubric.llm_features or critique_text else None
         )
@@ -143,7 +160,7 @@ class Critic:
             ))
         fields["overall_score"] = (int, Field(
             ge=1, le=10, description="Your overall grade of the output from 1 (bad) to 10."))
-        return create_model(  # type: ignore[call-overload,no-any-return]
+        return create_model(
             self.SCHEMA_NAME,
             __config__=ConfigDict(extra="forbid"),
             __doc__=f"Judgement of an output against rubric {self.rubric.name!r}.",
@@ -162,7 +179,8 @@ class Critic:
             lines.append(f"- critique (at most {CRITIQUE_MAX_CHARS} characters): the single most "
                          "useful fix.")
         lines.append("- overall_score (1-10): your overall grade.")
-        parts = [f"TASK:\n{task}", f"OUTPUT:\n{output}", "Answer these fields:\n" + "\n".join(lines)]
+        parts = [f"TASK:\n{task}", f"OUTPUT:\n{output}",
+                 "Answer these fields:\n" + "\n".join(lines)]
         if check_results:
             facts = []
             for f in self.rubric.check_features:
@@ -187,28 +205,57 @@ class Critic:
             attempts=attempts,
         )
 
-    def critique(self, task: str, output: str) -> Critique:
-        """Judge ``output`` for ``task``; raises :class:`CriticError` after the retries."""
-        check_results = self.rubric.run_checks(task, output)
+    def decided_by_checks(self, check_results: dict[str, CheckResult],
+                          checks_first: bool | None = None) -> Critique | None:
+        """The critique when no model call is needed, else None.
+
+        No call is needed when the critic asks the model nothing (no LLM
+        features, no critique text), when a guard voided the output (empty,
+        or the task handed back), or, with ``checks_first``, when a check
+        failed: then every LLM feature counts as not satisfied (its
+        :meth:`~agentic_loop.judges.features.Feature.unmet_value`: ``False``,
+        or a count with no credit).
+        """
         if self.schema is None:
             return self._finish(check_results, None, 0)
+        guards = getattr(check_results, "guards", None)
+        voided = guards is not None and guards.voids is not None  # nothing to judge
+        if not voided and not (self.checks_first if checks_first is None else checks_first):
+            return None
+        not_judged = {f.name: f.unmet_value() for f in self.rubric.llm_features}
+        verdict = self.rubric.compose(check_results, not_judged)
+        return None if verdict.passed else Critique(evaluation=verdict)
+
+    @property
+    def _what(self) -> str:
+        return f"Critic[{self.rubric.name}]"
+
+    def critique(self, task: str, output: str, *, checks_first: bool | None = None) -> Critique:
+        """Judge ``output`` for ``task``; raises :class:`CriticError` after the retries.
+
+        ``checks_first`` overrides the critic's own setting for this call.
+        """
+        check_results = self.rubric.run_checks(task, output)
+        decided = self.decided_by_checks(check_results, checks_first)
+        if decided is not None:
+            return decided
+        assert self.schema is not None
         answer, attempts = invoke_structured(
             self.llm, self.schema, self.messages(task, output, check_results),
-            max_retries=self.max_retries, what=f"Critic[{self.rubric.name}]",
-            error_cls=CriticError,
-        )
+            retry=self.retry, what=self._what, error_cls=CriticError)
         return self._finish(check_results, answer, attempts)
 
-    async def acritique(self, task: str, output: str) -> Critique:
+    async def acritique(self, task: str, output: str, *,
+                        checks_first: bool | None = None) -> Critique:
         """Async :meth:`critique`; checks (which may run a sandbox) run in a worker thread."""
         check_results = await asyncio.to_thread(self.rubric.run_checks, task, output)
-        if self.schema is None:
-            return self._finish(check_results, None, 0)
+        decided = self.decided_by_checks(check_results, checks_first)
+        if decided is not None:
+            return decided
+        assert self.schema is not None
         answer, attempts = await ainvoke_structured(
             self.llm, self.schema, self.messages(task, output, check_results),
-            max_retries=self.max_retries, what=f"Critic[{self.rubric.name}]",
-            error_cls=CriticError,
-        )
+            retry=self.retry, what=self._what, error_cls=CriticError)
         return self._finish(check_results, answer, attempts)
 
     @overload
@@ -228,19 +275,20 @@ class Critic:
         in the returned list and the other critiques are kept.
         """
         all_checks = [self.rubric.run_checks(task, output) for task, output in items]
-        if self.schema is None:
-            return [self._finish(checks, None, 0) for checks in all_checks]
-        prompts = [self.messages(task, output, checks)
-                   for (task, output), checks in zip(items, all_checks)]
-        answers = batch_structured(self.llm, self.schema, prompts, max_retries=self.max_retries,
-                                   what=f"Critic[{self.rubric.name}]", error_cls=CriticError)
-        out: list[Critique | CriticError] = []
-        for checks, answer in zip(all_checks, answers):
-            if isinstance(answer, JudgeError):
-                if not return_exceptions:
-                    raise answer
-                assert isinstance(answer, CriticError)
-                out.append(answer)
-            else:
-                out.append(self._finish(checks, answer[0], answer[1]))
-        return out
+        out: list[Critique | CriticError | None] = [
+            self.decided_by_checks(checks) for checks in all_checks]
+        ask = [i for i, decided in enumerate(out) if decided is None]
+        if ask:
+            assert self.schema is not None
+            prompts = [self.messages(*items[i], all_checks[i]) for i in ask]
+            answers = batch_structured(self.llm, self.schema, prompts, retry=self.retry,
+                                       what=self._what, error_cls=CriticError, item_ids=ask)
+            for i, answer in zip(ask, answers):
+                if isinstance(answer, JudgeCallError):
+                    if not return_exceptions:
+                        raise answer
+                    assert isinstance(answer, CriticError)
+                    out[i] = answer
+                else:
+                    out[i] = self._finish(all_checks[i], answer[0], answer[1])
+        return [c for c in out if c is not None]

@@ -71,6 +71,10 @@ class Evaluation(BaseModel):
     features: list[FeatureResult]
     rubric: str = "rubric"
     rubric_version: str = "1"
+    #: reward-hacking guards that fired: flag -> reason (see :mod:`agentic_loop.judges.guards`)
+    guards: dict[str, str] = {}
+    #: why no check counted (an empty output, the task handed back), or None
+    void: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -81,8 +85,13 @@ class Evaluation(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
-        """True when every check feature earned full credit (LLM features do not count)."""
-        return all(f.credit >= 1.0 for f in self.features if f.source == "check")
+        """True when every check feature earned full credit (LLM features do not count).
+
+        A voided output (empty, or the task handed back) never passes, even
+        under a rubric with no checks.
+        """
+        return self.void is None and all(
+            f.credit >= 1.0 for f in self.features if f.source == "check")
 
     @property
     def failed_checks(self) -> list[FailedCheck]:
@@ -103,9 +112,10 @@ class Evaluation(BaseModel):
         - Do not use the words "we". (found "we")
         """
         failed = self.failed_checks
+        head = f"Answer the task itself ({self.void}).\n" if self.void else ""
         if not failed:
-            return ""
-        return "Fix these requirements:\n" + "\n".join(f"- {c.hint}" for c in failed)
+            return head.rstrip()
+        return head + "Fix these requirements:\n" + "\n".join(f"- {c.hint}" for c in failed)
 
     def explain(self) -> str:
         """A text table of each feature's value, credit and contribution to the score.
@@ -124,7 +134,8 @@ class Evaluation(BaseModel):
         ]
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
         status = "checks passed" if self.passed else f"{len(self.failed_checks)} check(s) failed"
-        lines = [f"rubric {self.rubric!r} v{self.rubric_version}: score {self.score:.2f}/10, {status}"]
+        lines = [f"rubric {self.rubric!r} v{self.rubric_version}: "
+                 f"score {self.score:.2f}/10, {status}"]
         lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
         for row in rows:
             cells = [c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in

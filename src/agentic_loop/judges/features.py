@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentic_loop.errors import ConfigError, JudgeError
+
 __all__ = [
     "LLM_COUNT_LIMIT",
     "RESERVED_NAMES",
@@ -74,16 +76,16 @@ CheckFn = Callable[[str, str], bool | int | CheckResult]
 
 def _validate_target(name: str, target: Any) -> tuple[int, int | None]:
     if not isinstance(target, (tuple, list)) or len(target) != 2:
-        raise ValueError(
+        raise ConfigError(
             f"feature {name!r}: target must be a pair (min, max), got {target!r}; "
-            "use (n, n) for an exact count and (n, None) for 'at least n'."
+            "use (n, n) for an exact count and (n, None) for 'at least n'"
         )
     lo, hi = target
     if isinstance(lo, bool) or not isinstance(lo, int) or lo < 0:
-        raise ValueError(f"feature {name!r}: target min must be an int >= 0, got {lo!r}.")
+        raise ConfigError(f"feature {name!r}: target min must be an int >= 0, got {lo!r}")
     if hi is not None and (isinstance(hi, bool) or not isinstance(hi, int) or hi < lo):
-        raise ValueError(
-            f"feature {name!r}: target max must be None or an int >= min ({lo}), got {hi!r}."
+        raise ConfigError(
+            f"feature {name!r}: target max must be None or an int >= min ({lo}), got {hi!r}"
         )
     return lo, hi
 
@@ -105,12 +107,12 @@ class Feature:
         target: ``(min, max)`` for a count (``max`` may be ``None``).
         constraint: the ``(keyword, value)`` a constraint feature was built
             from, so the rubric can be saved and rebuilt; set by
-            :func:`~agentic_loop.judges.constraints.constraint_feature`.
+            :func:`~agentic_loop.judges.constraint_features.constraint_feature`.
 
-    >>> Feature("bad name", "x", 1.0)
+    >>> Feature("bad name", "x", 1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: feature name 'bad name' is not a valid Python identifier; use letters, digits and underscores, e.g. 'bad_name'.
+    agentic_loop.errors.ConfigError: feature name 'bad name' is not a valid Python identifier; ...
     """
 
     name: str
@@ -127,42 +129,42 @@ class Feature:
             suggestion = re.sub(r"\W+", "_", str(name)).strip("_") or "my_feature"
             if suggestion[0].isdigit() or keyword.iskeyword(suggestion):
                 suggestion = f"f_{suggestion}"
-            raise ValueError(
+            raise ConfigError(
                 f"feature name {name!r} is not a valid Python identifier; use letters, digits "
-                f"and underscores, e.g. {suggestion!r}."
+                f"and underscores, e.g. {suggestion!r}"
             )
         if name.startswith("_"):
-            raise ValueError(f"feature name {name!r} may not start with '_' (pydantic ignores it).")
+            raise ConfigError(f"feature name {name!r} may not start with '_' (pydantic ignores it)")
         if name in RESERVED_NAMES:
-            raise ValueError(
+            raise ConfigError(
                 f"feature name {name!r} is reserved for the critic's own fields "
-                f"({', '.join(sorted(RESERVED_NAMES))}); pick another name."
+                f"({', '.join(sorted(RESERVED_NAMES))}); pick another name"
             )
         if not isinstance(self.description, str) or not self.description.strip():
-            raise ValueError(f"feature {name!r}: description must be a non-empty string.")
+            raise ConfigError(f"feature {name!r}: description must be a non-empty string")
         weight = self.weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0:
-            raise ValueError(f"feature {name!r}: weight must be a number >= 0, got {weight!r}.")
+            raise ConfigError(f"feature {name!r}: weight must be a number >= 0, got {weight!r}")
         if weight == float("inf"):
-            raise ValueError(f"feature {name!r}: weight must be finite, got {weight!r}.")
+            raise ConfigError(f"feature {name!r}: weight must be finite, got {weight!r}")
         object.__setattr__(self, "weight", float(weight))
         if self.check is not None and not callable(self.check):
-            raise TypeError(
+            raise ConfigError(
                 f"feature {name!r}: check must be a callable (task, output) -> bool | int, "
-                f"got {type(self.check).__name__}."
+                f"got {type(self.check).__name__}"
             )
         if self.target is not None:
             object.__setattr__(self, "target", _validate_target(name, self.target))
         kind = self.kind if self.kind is not None else ("count" if self.target else "bool")
         if kind not in ("bool", "count"):
-            raise ValueError(f"feature {name!r}: kind must be 'bool' or 'count', got {kind!r}.")
+            raise ConfigError(f"feature {name!r}: kind must be 'bool' or 'count', got {kind!r}")
         if kind == "count" and self.target is None:
-            raise ValueError(
+            raise ConfigError(
                 f"feature {name!r}: a count feature needs target=(min, max) so a count "
-                "can be turned into credit, e.g. target=(0, 0) for 'none at all'."
+                "can be turned into credit, e.g. target=(0, 0) for 'none at all'"
             )
         if kind == "bool" and self.target is not None:
-            raise ValueError(f"feature {name!r}: a bool feature takes no target.")
+            raise ConfigError(f"feature {name!r}: a bool feature takes no target")
         object.__setattr__(self, "kind", kind)
 
     @property
@@ -180,26 +182,45 @@ class Feature:
         lo, hi = self.target or (0, 0)
         return max(LLM_COUNT_LIMIT, 2 * (hi if hi is not None else lo))
 
+    def unmet_value(self) -> FeatureValue:
+        """The value that earns no credit: what a feature scores when it was not judged.
+
+        ``False`` for a yes/no feature; for a count, the nearest count with
+        credit 0 (0 below a minimum, else past the maximum). A count with no
+        maximum and a minimum of 0 cannot miss; it gets 0.
+
+        >>> [Feature("n", "x", target=t).unmet_value() for t in ((2, 5), (0, 0), (0, 4))]
+        [0, 1, 8]
+        >>> Feature("ok", "Fine?").unmet_value()
+        False
+        """
+        if self.kind == "bool":
+            return False
+        lo, hi = self.target or (0, None)
+        if lo > 0 or hi is None:
+            return 0
+        return hi + max(hi, 1)
+
     def validate_value(self, value: Any) -> FeatureValue:
         """Return ``value`` if it fits this feature's kind, else raise a clear error.
 
         >>> Feature("ok", "Fine?").validate_value(1)
         Traceback (most recent call last):
         ...
-        TypeError: feature 'ok' is a bool feature; got 1 (int), expected True or False.
+        agentic_loop.errors.ConfigError: feature 'ok' is a bool feature; got 1 (int), ...
         """
         if self.kind == "bool":
             if not isinstance(value, bool):
-                raise TypeError(
+                raise ConfigError(
                     f"feature {self.name!r} is a bool feature; got {value!r} "
-                    f"({type(value).__name__}), expected True or False."
+                    f"({type(value).__name__}), expected True or False"
                 )
             return value
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             hint = "" if self.source == "llm" else " (a check returning a count needs a target)"
-            raise TypeError(
+            raise ConfigError(
                 f"feature {self.name!r} is a count feature; got {value!r} "
-                f"({type(value).__name__}), expected an int >= 0{hint}."
+                f"({type(value).__name__}), expected an int >= 0{hint}"
             )
         return value
 
@@ -243,15 +264,15 @@ class Feature:
         CheckResult(value=True, detail='')
         """
         if self.check is None:
-            raise TypeError(
-                f"feature {self.name!r} is judged by the LLM; it has no Python check to run."
+            raise ConfigError(
+                f"feature {self.name!r} is judged by the LLM; it has no Python check to run"
             )
         try:
             raw = self.check(task, output)
         except Exception as err:  # a broken check must not pass silently as "False"
-            raise RuntimeError(
+            raise JudgeError(
                 f"check of feature {self.name!r} raised {type(err).__name__}: {err}; "
-                "fix the check function (it receives (task, output) strings)."
+                "fix the check function (it receives (task, output) strings)"
             ) from err
         result = raw if isinstance(raw, CheckResult) else CheckResult(raw)
         return CheckResult(self.validate_value(result.value), result.detail)
@@ -262,20 +283,23 @@ class Feature:
         Custom Python checks cannot be saved: only their code knows what they do.
 
         >>> Feature("engaging", "Makes you want to read on.", 2).to_dict()
-        {'name': 'engaging', 'description': 'Makes you want to read on.', 'weight': 2.0, 'kind': 'bool'}
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'name': 'engaging', 'description': 'Makes you want to read on.', 'weight': 2.0,
+         'kind': 'bool'}
         """
         if self.constraint is not None:
-            from agentic_loop.judges.constraints import constraint_feature
+            from agentic_loop.judges.constraint_features import constraint_feature
 
             keyword_, value = self.constraint
-            data = {"name": self.name, "weight": self.weight, "constraint": keyword_, "value": value}
+            saved: dict[str, Any] = {"name": self.name, "weight": self.weight,
+                                     "constraint": keyword_, "value": value}
             if self.description != constraint_feature(keyword_, value).description:
-                data["description"] = self.description  # only an override is worth saving
-            return data
+                saved["description"] = self.description  # only an override is worth saving
+            return saved
         if self.check is not None:
-            raise ValueError(
+            raise ConfigError(
                 f"feature {self.name!r} is a custom Python check and cannot be saved as data; "
-                "build it from a constraint keyword (constraint_feature) or keep the rubric in code."
+                "build it from a constraint keyword (constraint_feature) or keep the rubric in code"
             )
         data: dict[str, Any] = {
             "name": self.name,
@@ -296,15 +320,15 @@ class Feature:
         (0, 2)
         """
         if not isinstance(data, Mapping):
-            raise TypeError(f"a feature must be a mapping, got {type(data).__name__}: {data!r}")
+            raise ConfigError(f"a feature must be a mapping, got {type(data).__name__}: {data!r}")
         if "constraint" in data:
-            from agentic_loop.judges.constraints import constraint_feature
+            from agentic_loop.judges.constraint_features import constraint_feature
 
             unknown = set(data) - {"name", "weight", "constraint", "value", "description"}
             if unknown:
-                raise ValueError(
+                raise ConfigError(
                     f"constraint feature {data.get('name')!r} has unknown keys {sorted(unknown)}; "
-                    "expected name, weight, constraint, value, description."
+                    "expected name, weight, constraint, value, description"
                 )
             return constraint_feature(
                 data["constraint"], data.get("value"), name=data.get("name"),
@@ -313,9 +337,9 @@ class Feature:
         unknown = set(data) - {"name", "description", "weight", "kind", "target"}
         missing = {"name", "description"} - set(data)
         if unknown or missing:
-            raise ValueError(
+            raise ConfigError(
                 f"feature {data.get('name')!r}: unknown keys {sorted(unknown)}, missing keys "
-                f"{sorted(missing)}; expected name, description, weight, kind, target."
+                f"{sorted(missing)}; expected name, description, weight, kind, target"
             )
         target = data.get("target")
         return cls(

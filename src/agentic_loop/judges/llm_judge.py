@@ -23,12 +23,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_loop.judges.structured import (
-    JudgeError,
+from agentic_loop.judges.judge_calls import (
+    JudgeCallError,
     ainvoke_structured,
     batch_structured,
     invoke_structured,
+    judge_retry,
 )
+from agentic_loop.models.retry import RetryPolicy
 
 __all__ = ["Judgement", "LLMJudge", "OverallJudgement"]
 
@@ -57,13 +59,17 @@ class Judgement(BaseModel):
 class LLMJudge:
     """Single 1-10 score from the model (baseline; use :class:`Critic` to decide).
 
-    Raises :class:`~agentic_loop.judges.structured.JudgeError` when the model
-    gives no valid answer within ``1 + max_retries`` attempts.
+    Raises :class:`~agentic_loop.judges.judge_calls.JudgeCallError` (a
+    :class:`~agentic_loop.errors.JudgeError`) when the model gives no valid
+    answer within ``1 + max_retries`` attempts; ``retry`` (a
+    :class:`~agentic_loop.models.retry.RetryPolicy`) overrides ``max_retries``.
     """
 
-    def __init__(self, llm: BaseChatModel, *, max_retries: int = 2) -> None:
+    def __init__(self, llm: BaseChatModel, *, max_retries: int = 2,
+                 retry: RetryPolicy | None = None) -> None:
+        self.retry = judge_retry(max_retries, retry)
         self.llm = llm
-        self.max_retries = max_retries
+        self.max_retries = self.retry.max_attempts - 1
 
     @staticmethod
     def messages(task: str, output: str) -> list[BaseMessage]:
@@ -74,7 +80,7 @@ class LLMJudge:
         """Grade ``output`` for ``task`` on 1-10."""
         answer, attempts = invoke_structured(
             self.llm, OverallJudgement, self.messages(task, output),
-            max_retries=self.max_retries, what="LLMJudge",
+            retry=self.retry, what="LLMJudge",
         )
         return Judgement(score=answer.score, reason=answer.reason, attempts=attempts)
 
@@ -82,19 +88,19 @@ class LLMJudge:
         """Async :meth:`judge`."""
         answer, attempts = await ainvoke_structured(
             self.llm, OverallJudgement, self.messages(task, output),
-            max_retries=self.max_retries, what="LLMJudge",
+            retry=self.retry, what="LLMJudge",
         )
         return Judgement(score=answer.score, reason=answer.reason, attempts=attempts)
 
     def batch(self, items: Sequence[tuple[str, str]]) -> list[Judgement]:
-        """Grade many ``(task, output)`` pairs in batched model calls; raises on the first failure."""
+        """Grade many ``(task, output)`` pairs in batched model calls; raise the first failure."""
         answers = batch_structured(
             self.llm, OverallJudgement, [self.messages(t, o) for t, o in items],
-            max_retries=self.max_retries, what="LLMJudge",
+            retry=self.retry, what="LLMJudge",
         )
         judgements = []
         for answer in answers:
-            if isinstance(answer, JudgeError):
+            if isinstance(answer, JudgeCallError):
                 raise answer
             judgements.append(Judgement(score=answer[0].score, reason=answer[0].reason,
                                         attempts=answer[1]))

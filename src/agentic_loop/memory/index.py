@@ -36,6 +36,8 @@ import faiss
 import numpy as np
 
 from agentic_loop.atomic import atomic_write
+from agentic_loop.errors import ConfigError
+from agentic_loop.memory.errors import IndexFileError
 
 __all__ = ["IndexFileError", "VectorIndex"]
 
@@ -57,10 +59,6 @@ def _one_thread() -> Iterator[None]:
         faiss.omp_set_num_threads(previous)
 
 
-class IndexFileError(RuntimeError):
-    """An index file could not be read (missing, truncated or corrupted). Indexes are derived: rebuild."""
-
-
 class VectorIndex:
     """A growable inner-product index whose kind follows its size.
 
@@ -79,9 +77,9 @@ class VectorIndex:
         ef_search: int = 128,
     ) -> None:
         if dim < 1:
-            raise ValueError(f"Index dimension must be positive, got {dim}.")
+            raise ConfigError(f"dim={dim}: an index dimension must be a positive integer")
         if exact_limit < 0:
-            raise ValueError(f"exact_limit must be >= 0, got {exact_limit}.")
+            raise ConfigError(f"exact_limit={exact_limit}: pass an integer >= 0")
         self.dim = dim
         self.exact_limit = exact_limit
         self.hnsw_m = hnsw_m
@@ -120,7 +118,9 @@ class VectorIndex:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
         with _one_thread():
             if self.kind == "hnsw":
-                params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k))
+                # faiss's bundled stubs lack SearchParametersHNSW (present at runtime).
+                hnsw_params = faiss.SearchParametersHNSW  # type: ignore[attr-defined]
+                params = hnsw_params(efSearch=max(self.ef_search, k))
                 sims, rows = self._index.search(q, k, params=params)
             else:
                 sims, rows = self._index.search(q, k)
@@ -153,15 +153,21 @@ class VectorIndex:
         """
         target = Path(path)
         if not target.is_file():
-            raise IndexFileError(f"Index file {target} does not exist.")
+            raise IndexFileError(
+                f"index file {target} does not exist; it is derived: rebuild it from the log"
+            )
         try:
             index = faiss.read_index(str(target))
         except RuntimeError as exc:
-            raise IndexFileError(f"Index file {target} is unreadable: {exc}".strip()) from exc
+            raise IndexFileError(
+                f"index file {target} is unreadable: {str(exc).strip()}; it is derived: "
+                "delete it to rebuild it from the log"
+            ) from exc
         if index.d != self.dim or index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise IndexFileError(
-                f"Index file {target} holds {index.d}-dimensional vectors with metric "
-                f"{index.metric_type}; expected {self.dim}-dimensional inner-product vectors."
+                f"index file {target} holds {index.d}-dimensional vectors with metric "
+                f"{index.metric_type}; expected {self.dim}-dimensional inner-product vectors; "
+                "delete it to rebuild it from the log"
             )
         self._index = index
         wanted = "hnsw" if len(self) > self.exact_limit else "flat"
@@ -180,8 +186,8 @@ class VectorIndex:
         """``vectors`` as a contiguous float32 ``(n, dim)`` array, or a clear error."""
         batch = np.ascontiguousarray(vectors, dtype=np.float32)
         if batch.ndim != 2 or batch.shape[1] != self.dim:
-            raise ValueError(
-                f"Expected vectors of shape (n, {self.dim}), got {batch.shape}; was the "
-                "embedder changed?"
+            raise ConfigError(
+                f"expected vectors of shape (n, {self.dim}), got {batch.shape}; embed with the "
+                "embedder this index was built with"
             )
         return batch

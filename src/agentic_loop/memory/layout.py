@@ -29,6 +29,9 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from agentic_loop.errors import ConfigError
+from agentic_loop.memory.errors import ArchiveError
+
 __all__ = [
     "ENTRIES",
     "INDEX_STATE",
@@ -39,7 +42,10 @@ __all__ = [
     "Namespace",
     "namespace_dir",
     "namespace_of",
+    "make_collection_dir",
     "normalize_namespace",
+    "remove_index_files",
+    "remove_temporaries",
 ]
 
 ENTRIES = "entries.jsonl"
@@ -62,14 +68,14 @@ def normalize_namespace(namespace: Namespace | None) -> tuple[str, ...]:
     labels = (namespace,) if isinstance(namespace, str) else tuple(namespace)
     for label in labels:
         if not isinstance(label, str) or not label:
-            raise ValueError(
-                f"Namespace {namespace!r} has an empty or non-string label {label!r}; "
-                "use non-empty strings such as ('archive', 'taglines')."
+            raise ConfigError(
+                f"namespace {namespace!r} has an empty or non-string label {label!r}; "
+                "use non-empty strings such as ('archive', 'taglines')"
             )
         if label in (".", "..") or label in RESERVED_NAMES:
-            raise ValueError(
-                f"Namespace label {label!r} in {namespace!r} is reserved (it names a file the "
-                "collection keeps); pick another label."
+            raise ConfigError(
+                f"namespace label {label!r} in {namespace!r} is reserved (it names a file the "
+                "collection keeps); pick another label"
             )
     return labels
 
@@ -83,3 +89,35 @@ def namespace_dir(root: Path, namespace: Namespace | None) -> Path:
 def namespace_of(root: Path, directory: Path) -> tuple[str, ...]:
     """The namespace a folder under ``root`` stands for (the inverse of :func:`namespace_dir`)."""
     return tuple(unquote(part) for part in directory.relative_to(root).parts)
+
+
+def make_collection_dir(directory: Path, kind: str) -> None:
+    """Create a collection's folder (and its parents), or say why it cannot be one."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise ArchiveError(
+            f"cannot use {directory} as a {kind} folder: a file is in the way ({exc}); "
+            "pass the path of a folder"
+        ) from exc
+    except PermissionError as exc:
+        raise ArchiveError(
+            f"cannot create the {kind} folder {directory}: {exc}; pass a folder you may write to"
+        ) from exc
+
+
+def remove_temporaries(directory: Path) -> None:
+    """Delete the temporary files a crashed writer left in a collection folder.
+
+    Call it holding the collection's lock: every writer holds it while its
+    temporary file exists, so any temporary found then is an orphan.
+    """
+    for name in (ENTRIES, META, TASK_INDEX, OUTPUT_INDEX, INDEX_STATE):
+        for orphan in directory.glob(f".{name}.*.tmp"):
+            orphan.unlink(missing_ok=True)
+
+
+def remove_index_files(directory: Path) -> None:
+    """Delete a collection's derived index files; they are rebuilt from the log when needed."""
+    for name in (INDEX_STATE, TASK_INDEX, OUTPUT_INDEX):
+        (directory / name).unlink(missing_ok=True)

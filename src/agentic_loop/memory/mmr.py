@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from agentic_loop.errors import ConfigError
+
 __all__ = ["mmr_select"]
 
 
 def mmr_select(query: np.ndarray, candidates: np.ndarray, k: int, lambda_: float) -> list[int]:
     """Return the positions of up to ``k`` candidates (unit rows) in MMR order."""
     if not 0.0 <= lambda_ <= 1.0:
-        raise ValueError(f"MMR lambda must be between 0 and 1, got {lambda_}.")
+        raise ConfigError(f"lambda_={lambda_}: the MMR lambda must be between 0 and 1")
     n = len(candidates)
     if n == 0 or k <= 0:
         return []

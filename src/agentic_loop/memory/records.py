@@ -37,22 +37,20 @@ from pydantic import (
     field_validator,
 )
 
+from agentic_loop.clock import utc_now
+from agentic_loop.errors import ConfigError
+
 __all__ = [
     "AddResult",
     "ArchiveEntry",
+    "RECORD_TYPES",
     "MemoryRecord",
     "ReflectionEntry",
     "SearchHit",
     "Tombstone",
     "log_record_type",
     "new_id",
-    "utc_now",
 ]
-
-
-def utc_now() -> datetime:
-    """The current time, timezone-aware, in UTC."""
-    return datetime.now(UTC)
 
 
 def new_id() -> str:
@@ -62,13 +60,13 @@ def new_id() -> str:
 
 def _not_blank(value: str) -> str:
     if not value.strip():
-        raise ValueError("must not be empty or only whitespace")
+        raise ConfigError("must not be empty or only whitespace")
     return value
 
 
 def _finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
-        raise ValueError(f"must be a finite number, got {value}")
+        raise ConfigError(f"must be a finite number, got {value}")
     return value
 
 
@@ -80,11 +78,13 @@ class MemoryRecord(BaseModel):
 
     ``search_field`` names the text retrieval compares (the task);
     ``dedup_field`` names the text compared to reject near-duplicates
-    (``None``: no duplicate check).
+    (``None``: no duplicate check). ``collection_kind`` is the ``kind`` a
+    collection of these records writes in its ``meta.json``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    collection_kind: ClassVar[str]
     search_field: ClassVar[str] = "task"
     dedup_field: ClassVar[str | None] = None
 
@@ -118,6 +118,7 @@ class MemoryRecord(BaseModel):
 class ArchiveEntry(MemoryRecord):
     """An accepted output, kept as an exemplar for similar tasks and as training data."""
 
+    collection_kind: ClassVar[str] = "archive"
     dedup_field: ClassVar[str | None] = "output"
 
     task: Text
@@ -132,11 +133,19 @@ class ArchiveEntry(MemoryRecord):
 class ReflectionEntry(MemoryRecord):
     """A verbal lesson from a failed attempt (Reflexion), retrieved for similar tasks."""
 
+    collection_kind: ClassVar[str] = "reflexion"
+
     task: Text
     reflection: Text
     failure_summary: str = ""
     outcome: str | None = None
     trial: Annotated[int, Field(ge=0)] = 0
+
+
+RECORD_TYPES: dict[str, type[MemoryRecord]] = {
+    t.collection_kind: t for t in (ArchiveEntry, ReflectionEntry)
+}
+"""The record type each collection kind stores, by the kind ``meta.json`` names."""
 
 
 class Tombstone(BaseModel):

@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentic_loop.memory.collection import PruneResult, RecordCollection, choose_kept
+from agentic_loop.memory.collection import RecordCollection
 from agentic_loop.memory.embeddings import TextEmbedder
 from agentic_loop.memory.layout import Namespace
+from agentic_loop.memory.prune import PruneResult, choose_kept
 from agentic_loop.memory.records import AddResult, ReflectionEntry
 
 __all__ = ["ReflexionMemory"]
@@ -43,7 +44,7 @@ class ReflexionMemory(RecordCollection[ReflectionEntry]):
     """
 
     record_type = ReflectionEntry
-    kind = "reflexion"
+    kind = ReflectionEntry.collection_kind
 
     def __init__(
         self,

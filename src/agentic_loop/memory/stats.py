@@ -46,7 +46,8 @@ class ScoreSummary(BaseModel):
     median: float
     p90: float
     max: float
-    histogram: list[tuple[float, float, int]]  # (lower, upper, count), 10 equal bins over [min, max]
+    # (lower, upper, count): 10 equal bins over [min, max]
+    histogram: list[tuple[float, float, int]]
 
 
 class GrowthPoint(BaseModel):
@@ -100,13 +101,18 @@ def archive_stats(entries: Sequence[ArchiveEntry]) -> ArchiveStats:
             median=_r(np.median(arr)),
             p90=_r(np.percentile(arr, 90)),
             max=_r(arr.max()),
-            histogram=[(_r(lo), _r(hi), int(c)) for lo, hi, c in zip(edges[:-1], edges[1:], counts)],
+            histogram=[
+                (_r(lo), _r(hi), int(c)) for lo, hi, c in zip(edges[:-1], edges[1:], counts)
+            ],
         )
         if len(arr) >= 2:
             window = max(1, min(100, len(arr) // 3))
             oldest, recent = arr[:window].mean(), arr[-window:].mean()
             drift = ScoreDrift(
-                window=window, oldest_mean=_r(oldest), recent_mean=_r(recent), change=_r(recent - oldest)
+                window=window,
+                oldest_mean=_r(oldest),
+                recent_mean=_r(recent),
+                change=_r(recent - oldest),
             )
     per_day = Counter(e.created_at.date() for e in ordered)
     growth: list[GrowthPoint] = []

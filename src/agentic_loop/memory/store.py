@@ -26,9 +26,9 @@ Example:
     >>> from agentic_loop.memory.embeddings import HashingEmbedder
     >>> store = ArchiveStore(tempfile.mkdtemp(), embedder=HashingEmbedder())
     >>> store.put(("archive", "taglines"), "t1", {"task": "Tagline for a bookstore",
-    ...                                          "output": "Stories wait on every shelf.", "score": 9})
+    ...           "output": "Stories wait on every shelf.", "score": 9})
     >>> store.put(("archive", "taglines"), "t2", {"task": "Tagline for a bakery",
-    ...                                          "output": "Warm bread, every morning.", "score": 7})
+    ...           "output": "Warm bread, every morning.", "score": 7})
     >>> store.get(("archive", "taglines"), "t1").value["output"]
     'Stories wait on every shelf.'
     >>> [item.key for item in store.search(("archive",), query="bookstore tagline", limit=1)]
@@ -64,11 +64,12 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
+from agentic_loop.errors import ConfigError
 from agentic_loop.memory.archive import Archive
 from agentic_loop.memory.embeddings import Embedder, TextEmbedder, normalize_rows
-from agentic_loop.memory.errors import ArchiveCorruptedError
+from agentic_loop.memory.errors import ArchiveError
 from agentic_loop.memory.layout import META, namespace_dir, namespace_of
-from agentic_loop.memory.meta import read_meta
+from agentic_loop.memory.meta import collection_dirs
 from agentic_loop.memory.records import ArchiveEntry
 
 __all__ = ["ArchiveStore"]
@@ -99,7 +100,10 @@ class ArchiveStore(BaseStore):
     ) -> None:
         self.root = Path(root).expanduser()
         if self.root.exists() and not self.root.is_dir():
-            raise NotADirectoryError(f"ArchiveStore root {self.root} is a file; pass a folder path.")
+            raise ArchiveError(
+                f"cannot use {self.root} as the ArchiveStore root: a file is in the way; "
+                "pass the path of a folder"
+            )
         self.embedder: TextEmbedder = embedder if embedder is not None else Embedder()
         self._options: dict[str, Any] = {
             "dedup_threshold": dedup_threshold,
@@ -113,7 +117,10 @@ class ArchiveStore(BaseStore):
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -124,7 +131,8 @@ class ArchiveStore(BaseStore):
                 archive.close()
 
     def archive(self, namespace: tuple[str, ...], *, create: bool = True) -> Archive | None:
-        """The :class:`Archive` behind ``namespace`` (created if needed, unless ``create=False``)."""
+        """The :class:`Archive` behind ``namespace`` (created if needed, unless
+        ``create=False``)."""
         key = tuple(namespace)
         with self._lock:
             if key not in self._archives:
@@ -155,7 +163,10 @@ class ArchiveStore(BaseStore):
             elif isinstance(op, ListNamespacesOp):
                 results[i] = self._list_namespaces(op)
             else:
-                raise TypeError(f"ArchiveStore cannot run operation {type(op).__name__}: {op!r:.200}")
+                raise ConfigError(
+                    f"operation {type(op).__name__} is not one ArchiveStore runs: {op!r:.200}; "
+                    "pass GetOp, PutOp, SearchOp or ListNamespacesOp"
+                )
         self._flush(pending)
         return results
 
@@ -190,7 +201,10 @@ class ArchiveStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
-            raise ValueError(f"search limit and offset must be >= 0, got limit={op.limit}, offset={op.offset}.")
+            raise ConfigError(
+                f"search limit and offset must be >= 0, got limit={op.limit}, "
+                f"offset={op.offset}; pass non-negative integers"
+            )
         wanted = op.offset + op.limit
         namespaces = self._namespaces(tuple(op.namespace_prefix))
         if wanted == 0 or not namespaces:
@@ -216,8 +230,9 @@ class ArchiveStore(BaseStore):
         return found[op.offset : wanted]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = op.match_conditions or ()
         namespaces = [
-            ns for ns in self._namespaces() if all(_match_condition(c, ns) for c in op.match_conditions or ())
+            ns for ns in self._namespaces() if all(_match_condition(c, ns) for c in conditions)
         ]
         if op.max_depth is not None:
             namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
@@ -228,43 +243,34 @@ class ArchiveStore(BaseStore):
         base = namespace_dir(self.root, prefix)
         if not base.is_dir():
             return []
-        found = []
-        for meta_path in base.rglob(META):
-            folder = meta_path.parent
-            if folder == self.root or not meta_path.is_file():
-                continue
-            try:
-                meta = read_meta(meta_path)
-            except ArchiveCorruptedError:  # reported when that archive is opened, not while listing
-                meta = None
-            if meta is not None and meta.kind == Archive.kind:
-                found.append(namespace_of(self.root, folder))
-        return sorted(found)
+        # A corrupted meta.json is reported when that archive is opened, not while listing.
+        folders = collection_dirs(base, Archive.kind, skip_corrupted=True)
+        return sorted(namespace_of(self.root, f) for f in folders if f != self.root)
 
 
 # -- value mapping ------------------------------------------------------------------------
 
 
 def _entry(namespace: tuple[str, ...], op: PutOp) -> ArchiveEntry:
-    if op.index not in (None, False) and list(op.index) != ["task"]:
-        raise ValueError(
-            f"ArchiveStore always indexes the entry's 'task'; index={op.index!r} (for key {op.key!r} "
-            f"in {namespace}) cannot be honoured. Pass index=None."
+    if op.index is not None and op.index is not False and list(op.index) != ["task"]:
+        raise ConfigError(
+            f"index={op.index!r} (for key {op.key!r} in {namespace}) cannot be honoured: "
+            "ArchiveStore always indexes the entry's 'task'; pass index=None"
         )
     value = dict(op.value or {})
     managed = _MANAGED & value.keys()
     if managed:
-        raise ValueError(
-            f"Value for key {op.key!r} in {namespace} sets {sorted(managed)}, which the store manages "
-            "(the key is the id; times are set on write). Remove them."
+        raise ConfigError(
+            f"value for key {op.key!r} in {namespace} sets {sorted(managed)}, which the store "
+            "manages (the key is the id; times are set on write); remove them"
         )
     try:
         return ArchiveEntry(id=op.key, **value)
     except ValidationError as exc:
-        raise ValueError(
-            f"Value for key {op.key!r} in {namespace} is not an archive entry. Values need 'task' and "
-            f"'output' strings and may have {', '.join(f for f in _VALUE_FIELDS if f not in ('task', 'output'))}. "
-            f"Problem: {exc}"
+        optional = ", ".join(f for f in _VALUE_FIELDS if f not in ("task", "output"))
+        raise ConfigError(
+            f"value for key {op.key!r} in {namespace} is not an archive entry; values need 'task' "
+            f"and 'output' strings and may have {optional}; problem: {exc}"
         ) from exc
 
 
@@ -272,7 +278,9 @@ def _value(entry: ArchiveEntry) -> dict[str, Any]:
     return entry.model_dump(mode="json", exclude=set(_MANAGED))
 
 
-def _item(namespace: tuple[str, ...], entry: ArchiveEntry, score: float | None = None) -> SearchItem:
+def _item(
+    namespace: tuple[str, ...], entry: ArchiveEntry, score: float | None = None
+) -> SearchItem:
     return SearchItem(
         namespace=namespace,
         key=entry.id,
@@ -302,8 +310,9 @@ def _matches(value: Any, condition: Any) -> bool:
             for operator, operand in condition.items():
                 test = _OPERATORS.get(operator)
                 if test is None:
-                    raise ValueError(
-                        f"Unsupported filter operator {operator!r}; use one of {', '.join(_OPERATORS)}."
+                    raise ConfigError(
+                        f"unsupported filter operator {operator!r}; use one of "
+                        f"{', '.join(_OPERATORS)}"
                     )
                 try:
                     if not test(value, operand):
@@ -311,7 +320,9 @@ def _matches(value: Any, condition: Any) -> bool:
                 except TypeError:
                     return False
             return True
-        return isinstance(value, Mapping) and all(_matches(value.get(k), v) for k, v in condition.items())
+        return isinstance(value, Mapping) and all(
+            _matches(value.get(k), v) for k, v in condition.items()
+        )
     return bool(value == condition)
 
 
@@ -324,5 +335,7 @@ def _match_condition(condition: MatchCondition, namespace: tuple[str, ...]) -> b
     elif condition.match_type == "suffix":
         part = namespace[len(namespace) - len(path) :]
     else:
-        raise ValueError(f"Unsupported namespace match type {condition.match_type!r}; use 'prefix' or 'suffix'.")
+        raise ConfigError(
+            f"unsupported namespace match type {condition.match_type!r}; use 'prefix' or 'suffix'"
+        )
     return all(p == "*" or p == n for p, n in zip(path, part))

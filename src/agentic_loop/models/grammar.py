@@ -35,6 +35,8 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
+from agentic_loop.models.errors import GrammarError
+
 #: Upper bound put on any string field that declares none. Declare ``max_length``
 #: on fields that need more; an unbounded string lets a small model run on forever.
 DEFAULT_MAX_STRING_LENGTH = 160
@@ -50,10 +52,6 @@ __all__ = [
 ]
 
 
-class GrammarError(ValueError):
-    """The schema cannot be compiled into a decoding grammar."""
-
-
 def schema_of(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of a pydantic model class, or a copy of a schema dict."""
     if isinstance(schema, type) and issubclass(schema, BaseModel):
@@ -61,8 +59,8 @@ def schema_of(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
     if isinstance(schema, dict):
         return copy.deepcopy(schema)
     raise GrammarError(
-        f"structured output needs a pydantic model class or a JSON schema dict, got {schema!r}"
-    )
+        f"structured output needs a pydantic model class or a JSON schema dict, got {schema!r}; "
+        "pass one of those")
 
 
 def _tighten(node: Any, max_string_length: int) -> None:
@@ -122,14 +120,16 @@ class JsonGrammar:
             self._grammar, self._ll_tok
         )
         if is_error:
-            raise GrammarError(f"cannot compile JSON schema into a grammar: {messages[0]}")
+            raise GrammarError(f"cannot compile JSON schema into a grammar: {messages[0]}; "
+                               "simplify the schema (drop unsupported keywords)")
 
     def matcher(self) -> Any:
         import llguidance
 
         m = llguidance.LLMatcher(self._ll_tok, self._grammar, log_level=0)
         if m.is_error():
-            raise GrammarError(f"grammar matcher failed to start: {m.get_error()}")
+            raise GrammarError(f"grammar matcher failed to start: {m.get_error()}; "
+                               "simplify the schema")
         return m
 
     def allowed_mask(self, matcher: Any) -> torch.Tensor:

@@ -42,6 +42,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from agentic_loop.errors import ConfigError
 from agentic_loop.models.engine import (
     GenerationEngine,
     GenerationOutput,
@@ -50,7 +51,7 @@ from agentic_loop.models.engine import (
 )
 from agentic_loop.models.errors import ModelLoadError
 from agentic_loop.models.grammar import JsonGrammar, constrained_json_schema
-from agentic_loop.models.structured import message_text, structured_runnable
+from agentic_loop.models.structured_output import message_text, structured_runnable
 
 __all__ = ["LocalChatModel", "default_dtype", "default_num_threads", "loaded_engine"]
 
@@ -81,7 +82,8 @@ def default_num_threads() -> int:
     except ValueError:
         threads = 0
     if threads < 1:
-        raise ValueError(f"AGENTIC_LOOP_TORCH_THREADS must be a whole number >= 1, got {env!r}.")
+        raise ConfigError(
+            f"AGENTIC_LOOP_TORCH_THREADS={env!r}: set it to a whole number >= 1 or unset it")
     return threads
 
 
@@ -116,12 +118,13 @@ def loaded_engine(
             return engine
         if not path.is_dir():
             raise ModelLoadError(
-                f"model dir {path} does not exist. Pass a Hugging Face model directory "
-                "(config.json + weights), e.g. one written by `agentic-loop distill`."
+                f"model dir {path} does not exist; pass a Hugging Face model directory "
+                "(config.json + weights), e.g. one written by `agentic-loop distill`"
             )
         if not (path / "config.json").is_file():
             raise ModelLoadError(
-                f"{path} has no config.json, so it is not a Hugging Face model directory."
+                f"{path} has no config.json, so it is not a Hugging Face model directory; "
+                "pass the directory that holds config.json and the weights"
             )
         if dev == "cpu":
             torch.set_num_threads(default_num_threads())
@@ -133,15 +136,17 @@ def loaded_engine(
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
         except Exception as exc:
-            raise ModelLoadError(f"could not load the model in {path}: {exc}") from exc
+            raise ModelLoadError(
+                f"could not load the model in {path}: {exc}; check that the directory holds "
+                "a complete Hugging Face causal-LM checkpoint") from exc
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
-        model.to(dev).eval()
+        model.to(dev).eval()  # type: ignore[arg-type]  # transformers types .to as a wrapper
         if tokenizer.chat_template is None:
             raise ModelLoadError(
                 f"the tokenizer in {path} has no chat template; save one with the model "
-                "(tokenizer.chat_template) so chat messages can be formatted."
+                "(tokenizer.chat_template) so chat messages can be formatted"
             )
         engine = GenerationEngine(model, tokenizer, max_batch_size=max_batch_size)
         _ENGINES[key] = engine
@@ -159,7 +164,8 @@ def _role(message: BaseMessage) -> str:
         return "tool"
     if isinstance(message, ChatMessage):
         return message.role
-    raise ValueError(f"unsupported message type {type(message).__name__}")
+    raise ConfigError(f"unsupported message type {type(message).__name__}; pass system, human, "
+                      "AI, tool or chat messages")
 
 
 
@@ -214,12 +220,13 @@ class LocalChatModel(BaseChatModel):
         """Token ids of the chat-templated prompt, ending with the assistant turn."""
         chat = [{"role": _role(m), "content": message_text(m)} for m in messages]
         if not chat:
-            raise ValueError("cannot generate from an empty list of messages")
+            raise ConfigError("cannot generate from an empty list of messages; pass at least one")
         text = self.engine.tokenizer.apply_chat_template(chat, tokenize=False,
                                                          add_generation_prompt=True)
         return self.engine.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _params(self, stop: list[str] | None, kwargs: dict[str, Any], structured: bool) -> GenerationParams:
+    def _params(self, stop: list[str] | None, kwargs: dict[str, Any],
+                structured: bool) -> GenerationParams:
         stops = tuple(stop if stop is not None else kwargs.get("stop") or self.stop or ())
         default_budget = self.structured_max_tokens if structured else self.max_tokens
         return GenerationParams(
@@ -290,14 +297,15 @@ class LocalChatModel(BaseChatModel):
 
     def batch(self, inputs: list[LanguageModelInput],
               config: RunnableConfig | list[RunnableConfig] | None = None, *,
-              return_exceptions: bool = False, **kwargs: Any) -> list[BaseMessage]:
+              return_exceptions: bool = False, **kwargs: Any) -> list[AIMessage]:
         """Generate for all inputs in shared decoding batches (not one by one)."""
         if config is None or isinstance(config, dict):
-            config = dict(config or {})
-            config.setdefault("max_concurrency", max(1, min(len(inputs), 64)))
+            shared: RunnableConfig = {**(config or {})}
+            shared.setdefault("max_concurrency", max(1, min(len(inputs), 64)))
+            config = shared
         return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
-    def with_structured_output(  # type: ignore[override]
+    def with_structured_output(
         self, schema: type[BaseModel] | dict[str, Any], *, include_raw: bool = False,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, Any]:

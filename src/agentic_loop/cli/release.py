@@ -1,0 +1,249 @@
+"""``agentic-loop eval | register | promote | rollback | registry``: gate and version models.
+
+* ``eval`` scores a baseline and a candidate on a golden set (single-shot and
+  inside an architecture), prints per-task scores, the KL drift and output
+  diversity, the gate's decision, and writes a before/after PNG.
+* ``register`` adds a trained model folder to the registry; ``promote`` makes
+  a version current; ``rollback`` returns to the version that was current
+  before; ``registry`` lists versions (and, with ``--history``, the audit log).
+
+Serving a version is ``agentic-loop serve`` (:mod:`agentic_loop.cli.serve`).
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["eval", "--help"])
+    >>> result.exit_code, "--golden" in result.output
+    (0, True)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentic_loop.cli import app
+from agentic_loop.cli.common import console, err_console
+from agentic_loop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentic_loop.distill.release import EvalReport, Registry
+
+__all__ = ["DEFAULT_REGISTRY", "REGISTRY_HELP", "eval_command", "open_registry",
+           "promote_command", "register_command", "registry_command", "rollback_command"]
+
+REGISTRY_HELP = "Model registry folder."
+DEFAULT_REGISTRY = Path("runs/registry")
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+@app.command("eval")
+def eval_command(
+    baseline: Annotated[str, typer.Option(
+        "--baseline", help="Model spec: local, local:<dir>, openai:<url>.")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Model spec of the model to gate.")],
+    golden: Annotated[Path, typer.Option(
+        "--golden", help='Golden-set JSONL: {"task": ..., "constraints": {...}} rows.')],
+    arch: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer needs Optional here
+        "--arch", help="Also run both inside reflection, archive_refine or reflexion.")] = None,
+    max_iterations: Annotated[int, typer.Option(
+        "--max-iterations", help="Architecture rounds per task.")] = 2,
+    max_tokens: Annotated[int, typer.Option(
+        "--max-tokens", help="Longest answer, in tokens.")] = 128,
+    plot: Annotated[Path, typer.Option(
+        "--plot", help="Where to write the before/after PNG.")] = Path("eval.png"),
+    json_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--json", help="Also write the full report (outputs included) as JSON.")] = None,
+    kl: Annotated[bool, typer.Option(
+        "--kl/--no-kl", help="Measure KL drift (both models local).")] = True,
+    record: Annotated[bool, typer.Option(
+        "--record/--no-record",
+        help="Append the result to the candidate's model_card.yaml, if it has one.")] = True,
+) -> None:
+    """Gate a candidate model against a baseline on a golden set: PROMOTE, ROLLBACK, MANUAL_REVIEW.
+
+    Example:
+
+        agentic-loop eval --baseline local --candidate local:m1 --golden g.jsonl --arch reflection
+    """
+    from agentic_loop.architectures import ARCHITECTURES
+    from agentic_loop.distill.release import evaluate_models
+
+    if arch is not None and arch not in ARCHITECTURES:
+        raise ConfigError(f"--arch must be one of {', '.join(ARCHITECTURES)}, got {arch!r}")
+    if max_iterations < 1 or max_tokens < 1:
+        raise ConfigError("--max-iterations and --max-tokens must be at least 1")
+    report = evaluate_models(baseline, candidate, golden, arch=arch,
+                             max_iterations=max_iterations, max_tokens=max_tokens, kl=kl,
+                             plot_path=plot)
+    _print_report(report)
+    if json_out is not None:
+        from agentic_loop.atomic import atomic_write_bytes
+
+        text = json.dumps(report.to_dict(), indent=2, default=str) + "\n"
+        atomic_write_bytes(json_out, text.encode())
+    if record:
+        _record(candidate, report, golden)
+
+
+def _record(candidate: str, report: EvalReport, golden: Path) -> None:
+    from agentic_loop.distill.train.model_card import CARD_FILE, add_eval
+    from agentic_loop.models.model_dirs import ModelDirError, resolve_model_dir
+
+    try:
+        model_dir = resolve_model_dir(candidate)
+    except ModelDirError:
+        return
+    if (model_dir / CARD_FILE).is_file():
+        add_eval(model_dir, report.card_entry(golden=str(golden)))
+        console.print(f"recorded in {escape(str(model_dir / CARD_FILE))}", highlight=False)
+
+
+def _print_report(report: EvalReport) -> None:
+    table = Table(title="Golden set", title_justify="left")
+    columns = ["task", "baseline", "candidate"]
+    if report.arch:
+        columns += ["baseline (arch)", "candidate (arch)"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "task" else "right", overflow="fold")
+    for t in report.tasks:
+        cells = [escape(t.task[:60]), _fmt(t.baseline), _fmt(t.candidate)]
+        if report.arch:
+            cells += [_fmt(t.baseline_arch), _fmt(t.candidate_arch)]
+        table.add_row(*cells)
+    console.print(table)
+    for reason in report.reasons:
+        console.print(escape(reason), highlight=False, soft_wrap=True)
+    if report.kl is not None:
+        console.print(f"KL drift (candidate || baseline): {report.kl.mean_kl:.4f} nats/token "
+                      f"(worst prompt {report.kl.max_prompt_kl:.4f})", highlight=False)
+    elif report.kl_note:
+        console.print(escape(report.kl_note), highlight=False)
+    for side, d in report.diversity.items():
+        flag = " [bold red]collapsed[/]" if d.collapsed else ""
+        console.print(f"diversity {side}: mean pairwise distance {d.mean_distance:.3f}{flag}",
+                      highlight=False)
+    for t in report.tasks:
+        for error in t.errors:
+            err_console.print(f"[yellow]warning:[/] {escape(error)}", highlight=False,
+                              soft_wrap=True)
+    color = {"PROMOTE": "green", "ROLLBACK": "red"}.get(report.decision.value, "yellow")
+    console.print(f"decision: [bold {color}]{report.decision.value}[/]"
+                  + (f"; plot {escape(str(report.plot))}" if report.plot else ""), highlight=False)
+
+
+def open_registry(path: Path) -> Registry:
+    """The registry in ``path`` (its errors reach the one CLI handler)."""
+    from agentic_loop.distill.release import Registry
+
+    return Registry(path)
+
+
+@app.command("register")
+def register_command(
+    model_dir: Annotated[Path, typer.Argument(
+        help="A model (or LoRA adapter) folder, e.g. from `distill`.")],
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    name: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--name", help="Its name (default: the folder's).")] = None,
+    notes: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--notes", help="Free text kept with it.")] = None,
+    copy: Annotated[bool, typer.Option(
+        "--copy", help="Copy the weights into the registry.")] = False,
+) -> None:
+    """Add a model folder to the registry as its next version (not served until promoted).
+
+    Example:
+
+        agentic-loop register runs/m1 --registry runs/registry
+    """
+    entry = open_registry(registry).register(model_dir, name=name, notes=notes, copy=copy)
+    console.print(f"registered {entry.version} ({escape(entry.path)}); promote it with "
+                  f"`agentic-loop promote {entry.version}`", highlight=False, soft_wrap=True)
+
+
+@app.command("promote")
+def promote_command(
+    version: Annotated[str, typer.Argument(help="The version to serve, e.g. v3.")],
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    reason: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--reason", help="Why (kept in the audit log).")] = None,
+) -> None:
+    """Make a registered version current (the one replaced becomes the rollback target).
+
+    Example:
+
+        agentic-loop promote v3 --reason "gate PROMOTE, reviewed"
+    """
+    reg = open_registry(registry)
+    before = reg.current
+    entry = reg.promote(version, reason=reason)
+    was = before.version if before else "none"
+    console.print(f"current: {entry.version} (was {was})", highlight=False)
+
+
+@app.command("rollback")
+def rollback_command(
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    reason: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--reason", help="Why (kept in the audit log).")] = None,
+) -> None:
+    """Go back to the version that was current before the last promote.
+
+    Example:
+
+        agentic-loop rollback --reason "complaints about v4"
+    """
+    reg = open_registry(registry)
+    before = reg.current
+    entry = reg.rollback(reason=reason)
+    was = before.version if before else "-"
+    console.print(f"current: {entry.version} (rolled back from {was})", highlight=False)
+
+
+@app.command("registry")
+def registry_command(
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    history: Annotated[bool, typer.Option(
+        "--history", help="Show the audit log instead of the versions.")] = False,
+) -> None:
+    """List registered versions (current marked), or the promote/rollback history.
+
+    Example:
+
+        agentic-loop registry --history
+    """
+    reg = open_registry(registry)
+    if history:
+        console.print(_history_table(reg))
+        return
+    current = reg.current
+    table = Table(title=f"Versions in {escape(str(reg.root))}", title_justify="left")
+    for column in ("", "version", "name", "method", "kind", "last gate", "registered", "path"):
+        table.add_column(column, overflow="fold")
+    for v in reg.versions():
+        card = v.card or {}
+        evals = card.get("evals") or [{}]
+        table.add_row("*" if current and v.version == current.version else "", v.version,
+                      escape(v.name), str(card.get("method", "-")),
+                      "adapter" if v.adapter else "model", str(evals[-1].get("decision", "-")),
+                      v.registered_at, escape(v.path))
+    console.print(table)
+
+
+def _history_table(reg: Registry) -> Table:
+    table = Table(title=f"History of {escape(str(reg.root))}", title_justify="left")
+    for column in ("at", "action", "version", "previous", "user", "reason"):
+        table.add_column(column)
+    for e in reg.history():
+        table.add_row(e.at, e.action, e.version, e.previous or "-", e.user or "-",
+                      escape(e.reason or ""))
+    return table

@@ -1,0 +1,277 @@
+"""Training sets from scored samples: SFT by rejection sampling, DPO preference pairs.
+
+Both are written in TRL's *conversational* format, which its trainers read
+directly (``SFTTrainer``: a ``messages`` column; ``DPOTrainer``: ``prompt``,
+``chosen`` and ``rejected`` message lists) and apply the model's chat
+template to. A ``metadata`` column says where each row came from; the
+trainers drop columns they do not use.
+
+SFT (rejection sampling, as in RFT): every sample whose reward reaches
+``min_score``: accepted finals, and the *distinct* accepted drafts of the
+same task (several correct answers per task teach more than one), best
+first, exact and near duplicates removed, at most ``max_per_task`` per task.
+
+DPO pairs (same prompt, chosen = highest reward, rejected = lowest, the gap
+at least ``min_gap`` on the [0, 1] scale, the chosen one at least
+``min_score``), from two sources:
+
+``"samples"``
+    several runs of one task: the best final output against the worst.
+``"refine"``
+    one run's refine rounds: an early low-scoring draft against the
+    accepted final, the improvement the critique loop found.
+
+Example:
+    >>> from agentic_loop.distill.data.curate import CurationLog
+    >>> from agentic_loop.distill.data.samples import trajectory_samples
+    >>> from agentic_loop.trajectories import Round, Trajectory
+    >>> run = Trajectory(architecture="reflection", model_id="m", task="Say hi.",
+    ...                  rounds=[Round(iteration=0, draft="yo", score=4.0),
+    ...                          Round(iteration=1, draft="Hi!", score=9.0)],
+    ...                  final_output="Hi!", final_score=9.0)
+    >>> samples = trajectory_samples(run)
+    >>> rows = sft_rows(samples, min_score=0.8, log=CurationLog())
+    >>> rows[0].model_dump(include={"messages"})
+    {'messages': [{'role': 'user', 'content': 'Say hi.'}, {'role': 'assistant', 'content': 'Hi!'}]}
+    >>> pair = preference_pairs(samples, min_score=0.8, min_gap=0.2, log=CurationLog())[0]
+    >>> pair.chosen[0].content, pair.rejected[0].content, pair.metadata.gap, pair.metadata.source
+    ('Hi!', 'yo', 0.5, 'refine')
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from agentic_loop.distill.data.curate import (
+    CurationLog,
+    cap_per_task,
+    drop_exact_duplicates,
+    drop_near_duplicates,
+    score_threshold,
+)
+from agentic_loop.distill.data.samples import Sample, SampleSource, task_key
+from agentic_loop.errors import ConfigError
+from agentic_loop.memory.embeddings import TextEmbedder
+
+__all__ = [
+    "Message",
+    "PairMeta",
+    "PairRow",
+    "PairSource",
+    "SftMeta",
+    "SftRow",
+    "preference_pairs",
+    "sft_rows",
+]
+
+PairSource = Literal["samples", "refine"]
+
+
+class Message(BaseModel):
+    """One chat message, as TRL's conversational format has it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class SftMeta(BaseModel):
+    """Where an SFT row came from."""
+
+    source: SampleSource
+    trajectory_id: str
+    iteration: int | None
+    reward: float
+    model_id: str
+
+
+class SftRow(BaseModel):
+    """One SFT example: ``{"messages": [user, assistant], "metadata": {...}}``."""
+
+    messages: list[Message]
+    metadata: SftMeta
+
+
+class PairMeta(BaseModel):
+    """Where a preference pair came from, and its two rewards."""
+
+    source: PairSource
+    gap: float
+    chosen_reward: float
+    rejected_reward: float
+    chosen_trajectory_id: str
+    rejected_trajectory_id: str
+    chosen_iteration: int | None
+    rejected_iteration: int | None
+
+
+class PairRow(BaseModel):
+    """One DPO example: ``{"prompt": [user], "chosen": [assistant], "rejected": [assistant]}``."""
+
+    prompt: list[Message]
+    chosen: list[Message]
+    rejected: list[Message]
+    metadata: PairMeta
+
+
+@dataclass(frozen=True)
+class _Pair:
+    chosen: Sample
+    rejected: Sample
+    source: PairSource
+
+    @property
+    def gap(self) -> float:
+        # Rounded so that 0.6 - 0.4 counts as the 0.2 it is, not 0.19999999999999996.
+        return round(self.chosen.reward - self.rejected.reward, 6)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.chosen.key, task_key(self.chosen.response), task_key(self.rejected.response))
+
+
+def _best_first(samples: Sequence[Sample]) -> list[Sample]:
+    """Highest reward first; on ties finals, then archive entries, then drafts, in input order."""
+    rank = {"final": 0, "archive": 1, "round": 2}
+    order = sorted(range(len(samples)),
+                   key=lambda i: (-samples[i].reward, rank[samples[i].source], i))
+    return [samples[i] for i in order]
+
+
+def _task_order(samples: Sequence[Sample]) -> dict[str, int]:
+    """Each task's position of first appearance: output rows follow the input's task order."""
+    first: dict[str, int] = {}
+    for i, s in enumerate(samples):
+        first.setdefault(s.key, i)
+    return first
+
+
+def sft_rows(
+    samples: Sequence[Sample],
+    *,
+    min_score: float,
+    log: CurationLog,
+    embedder: TextEmbedder | None = None,
+    dedup_threshold: float | None = 0.95,
+    max_per_task: int | None = None,
+) -> list[SftRow]:
+    """The SFT set: accepted samples, deduplicated and capped, each step recorded in ``log``.
+
+    Near-duplicate removal needs an ``embedder``; without one (or with
+    ``dedup_threshold=None``) only exact duplicates are removed.
+    """
+    unit = "sft rows"
+    log.record("sft candidates", unit, len(samples), len(samples), "scored drafts and finals")
+    items = log.keep("score threshold", unit, samples, score_threshold(samples, min_score),
+                     f"reward >= {min_score:g}")
+    items = _best_first(items)
+    items = log.keep("exact duplicates", unit, items,
+                     drop_exact_duplicates(items, lambda s: (s.key, task_key(s.response))))
+    if embedder is not None and dedup_threshold is not None:
+        items = log.keep("near duplicates", unit, items,
+                         drop_near_duplicates(items, embedder, dedup_threshold),
+                         f"prompt and response cosine >= {dedup_threshold:g} ({embedder.name})")
+    else:
+        log.record("near duplicates", unit, len(items), len(items), "off")
+    items = log.keep("per-task cap", unit, items,
+                     cap_per_task(items, max_per_task, lambda s: s.key),
+                     f"at most {max_per_task} per task" if max_per_task else "off")
+    order = _task_order(samples)
+    return [
+        SftRow(
+            messages=[Message(role="user", content=s.prompt),
+                      Message(role="assistant", content=s.response)],
+            metadata=SftMeta(source=s.source, trajectory_id=s.trajectory_id, iteration=s.iteration,
+                             reward=s.reward, model_id=s.model_id),
+        )
+        for s in sorted(items, key=lambda s: order[s.key])  # stable: best first within a task
+    ]
+
+
+def _refine_candidates(samples: Sequence[Sample]) -> list[_Pair]:
+    """Per run: its best sample against its worst *earlier* draft."""
+    by_run: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.source != "archive":
+            by_run[s.trajectory_id].append(s)
+    pairs = []
+    for run in by_run.values():
+        # best reward; on ties the final output, then the later draft (the end of a plateau)
+        chosen = max(run, key=lambda s: (s.reward, s.source == "final",
+                                         -1 if s.iteration is None else s.iteration))
+        earlier = [s for s in run if s is not chosen and s.source == "round"
+                   and (chosen.iteration is None
+                        or (s.iteration is not None and s.iteration < chosen.iteration))]
+        if earlier:
+            worst = min(earlier, key=lambda s: (s.reward, s.iteration or 0))
+            pairs.append(_Pair(chosen, worst, "refine"))
+    return pairs
+
+
+def _sample_candidates(samples: Sequence[Sample]) -> list[_Pair]:
+    """Per task run more than once: the best final output against the worst."""
+    finals: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.source == "final":
+            finals[s.key].append(s)
+    pairs = []
+    for group in finals.values():
+        if len({s.trajectory_id for s in group}) < 2:
+            continue
+        chosen = max(group, key=lambda s: s.reward)
+        others = [s for s in group if s.trajectory_id != chosen.trajectory_id]
+        pairs.append(_Pair(chosen, min(others, key=lambda s: s.reward), "samples"))
+    return pairs
+
+
+def preference_pairs(
+    samples: Sequence[Sample],
+    *,
+    min_score: float,
+    min_gap: float = 0.2,
+    log: CurationLog,
+    max_per_task: int | None = None,
+) -> list[PairRow]:
+    """The DPO set: refine-round and cross-sample pairs, filtered, each step recorded in ``log``."""
+    if not 0.0 < min_gap <= 1.0:
+        raise ConfigError(f"min_gap is a reward difference in (0, 1], got {min_gap!r}")
+    unit = "pairs"
+    refine, across = _refine_candidates(samples), _sample_candidates(samples)
+    pairs = refine + across
+    log.record("pair candidates", unit, len(pairs), len(pairs),
+               f"{len(refine)} from refine rounds, {len(across)} across samples of a task")
+    pairs = log.keep("chosen meets min_score", unit, pairs,
+                     [p for p in pairs if p.chosen.reward >= min_score],
+                     f"chosen reward >= {min_score:g}")
+    pairs = log.keep("min gap", unit, pairs, [p for p in pairs if p.gap >= min_gap],
+                     f"chosen - rejected >= {min_gap:g}")
+    distinct = [p for p in pairs if p.key[1] != p.key[2]]
+    pairs = log.keep("duplicate pairs", unit, pairs,
+                     drop_exact_duplicates(distinct, lambda p: p.key),
+                     "same prompt, chosen and rejected; or chosen text equal to rejected")
+    pairs = sorted(pairs, key=lambda p: -p.gap)
+    capped = cap_per_task(pairs, max_per_task, lambda p: p.chosen.key)
+    note = f"at most {max_per_task} per task, widest gaps first" if max_per_task else "off"
+    pairs = log.keep("per-task cap", unit, pairs, capped, note)
+    order = _task_order(samples)
+    pairs.sort(key=lambda p: (order[p.chosen.key], -p.gap))
+    return [
+        PairRow(
+            prompt=[Message(role="user", content=p.chosen.prompt)],
+            chosen=[Message(role="assistant", content=p.chosen.response)],
+            rejected=[Message(role="assistant", content=p.rejected.response)],
+            metadata=PairMeta(
+                source=p.source, gap=p.gap, chosen_reward=p.chosen.reward,
+                rejected_reward=p.rejected.reward, chosen_trajectory_id=p.chosen.trajectory_id,
+                rejected_trajectory_id=p.rejected.trajectory_id,
+                chosen_iteration=p.chosen.iteration, rejected_iteration=p.rejected.iteration,
+            ),
+        )
+        for p in pairs
+    ]

@@ -1,0 +1,58 @@
+"""``manifest.json``: what a dataset export was made from, how, and what it holds.
+
+A trained model is only as trustworthy as the record of its data. The
+manifest written next to ``sft.jsonl`` and ``pairs.jsonl`` holds the input
+files with their SHA-256 hashes, the count after every filter, the
+redactions per entity type, the rubric versions and trajectory schema
+versions of the runs used, the options, and the hash of each output file.
+It is written last, so a manifest always describes complete outputs.
+
+Example:
+    >>> from agentic_loop.trajectories import Trajectory
+    >>> rubric = {"name": "tagline", "version": "2"}
+    >>> runs = [Trajectory(architecture="a", model_id="m", task="t", rubric=rubric),
+    ...         Trajectory(architecture="archive", model_id="m", task="t")]
+    >>> rubric_versions(runs)
+    {'tagline@2': 1, 'unknown': 1}
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.atomic import atomic_write_bytes
+from agentic_loop.clock import utc_now
+from agentic_loop.trajectories import Trajectory
+
+__all__ = ["MANIFEST_SCHEMA_VERSION", "rubric_versions", "write_manifest"]
+
+#: Version of the export's file layout and manifest fields; bumped on incompatible changes.
+MANIFEST_SCHEMA_VERSION = 1
+
+
+def rubric_versions(runs: Sequence[Trajectory]) -> dict[str, int]:
+    """How many runs each rubric (``name@version``) scored; ``"unknown"`` when a run kept none."""
+    counts: Counter[str] = Counter()
+    for t in runs:
+        rubric = t.rubric or {}
+        name, version = rubric.get("name"), rubric.get("version")
+        counts[f"{name}@{version}" if name else "unknown"] += 1
+    return dict(sorted(counts.items()))
+
+
+def write_manifest(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest.json`` atomically with the schema version and creation time; return it."""
+    from agentic_loop import __version__
+
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "created_at": utc_now().isoformat(),
+        "agentic_loop_version": __version__,
+        **fields,
+    }
+    atomic_write_bytes(path, (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode())
+    return manifest

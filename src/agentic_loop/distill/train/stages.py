@@ -1,0 +1,195 @@
+"""One trainer stage (SFT or DPO): load the model, train with TRL, save, and report.
+
+Why a module of its own: :func:`~agentic_loop.distill.train.trainer.train`
+decides *what* runs (stages, resume, the model card); this module is *how*
+one stage runs on TRL, PEFT and transformers, all imported inside the
+functions so that importing the package never loads torch.
+
+Example (the record one stage leaves, as the model card keeps it):
+    >>> r = StageResult("sft", steps=10, train_loss=1.5, runtime_s=2.0, tokens=400,
+    ...                 resumed_from=None, metrics={})
+    >>> r.tokens_per_s, StageResult.from_dict(r.to_dict()) == r
+    (200.0, True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.train.settings import TrainSettings
+from agentic_loop.distill.train.training_data import TrainingData
+
+__all__ = ["StageResult", "run_stage"]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one trainer stage did."""
+
+    method: str
+    steps: int
+    train_loss: float | None
+    runtime_s: float
+    tokens: int | None
+    resumed_from: str | None
+    metrics: dict[str, Any]
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Training throughput in input tokens per second (None when not counted)."""
+        if not self.tokens or self.runtime_s <= 0:
+            return None
+        return self.tokens / self.runtime_s
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the model card."""
+        return {"method": self.method, "steps": self.steps, "train_loss": self.train_loss,
+                "runtime_s": round(self.runtime_s, 3), "tokens": self.tokens,
+                "tokens_per_s": None if self.tokens_per_s is None else round(self.tokens_per_s, 2),
+                "resumed_from": self.resumed_from, "metrics": self.metrics}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StageResult:
+        """Rebuild from :meth:`to_dict` (a finished stage read back when resuming)."""
+        return cls(data["method"], data["steps"], data.get("train_loss"), data["runtime_s"],
+                   data.get("tokens"), data.get("resumed_from"), data.get("metrics", {}))
+
+
+
+def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
+               config: TrainSettings, precision: str, checkpoint_dir: Path, resume: bool,
+               progress: bool, callbacks: Sequence[Any], state: Any, *, merge: bool) -> StageResult:
+    """Train one stage from ``model_dir`` and save the result to ``stage_out``."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if precision == "fp32":
+        from agentic_loop.models.local import default_num_threads
+
+        torch.set_num_threads(default_num_threads())
+    set_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = _trainer_args(stage, config, precision, checkpoint_dir, progress)
+    peft_config = _lora_config(config) if config.lora else None
+    rows = data.sft if stage == "sft" else data.pairs
+    dataset = Dataset.from_list(rows)
+    trainer: Any
+    if stage == "sft":
+        from trl import SFTTrainer
+
+        trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=peft_config,
+                             callbacks=list(callbacks))
+    else:
+        from trl import DPOTrainer
+
+        # With LoRA the reference is the base with the adapter switched off (no copy);
+        # without it TRL keeps a frozen copy of the starting model as the reference.
+        trainer = DPOTrainer(model=model, args=args, train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=peft_config,
+                             callbacks=list(callbacks))
+    trainer.add_callback(_no_final_checkpoint())
+    last = get_last_checkpoint(str(checkpoint_dir)) if resume and checkpoint_dir.is_dir() else None
+    begun = time.perf_counter()
+    output = trainer.train(resume_from_checkpoint=last)
+    runtime = time.perf_counter() - begun
+    _save(trainer, tokenizer, stage_out, lora=config.lora, merge=merge, state=state)
+    metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in output.metrics.items()}
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    if history:
+        metrics["first_loss"] = round(float(history[0]["loss"]), 6)
+        metrics["last_loss"] = round(float(history[-1]["loss"]), 6)
+        for key in ("rewards/accuracies", "rewards/margins", "mean_token_accuracy"):
+            if key in history[-1]:
+                metrics[key] = round(float(history[-1][key]), 6)
+    tokens = int(trainer.state.num_input_tokens_seen or 0) or None
+    return StageResult(stage, int(output.global_step), float(output.training_loss), runtime, tokens,
+                       Path(last).name if last else None, metrics)
+
+
+def _no_final_checkpoint() -> Any:
+    from transformers import TrainerCallback
+
+    class NoFinalCheckpoint(TrainerCallback):
+        """Skip the checkpoint the trainer writes when training ends off a save step.
+
+        The finished model is saved right after, and its checkpoint (weights plus
+        optimizer state: ~3x the model's size for full fine-tuning) would be
+        deleted a moment later.
+        """
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if state.global_step >= state.max_steps and state.global_step % args.save_steps:
+                control.should_save = False
+            return control
+
+    return NoFinalCheckpoint()
+
+
+def _trainer_args(stage: str, config: TrainSettings, precision: str, checkpoint_dir: Path,
+                  progress: bool) -> Any:
+    common: dict[str, Any] = {
+        "output_dir": str(checkpoint_dir),
+        "per_device_train_batch_size": config.batch_size,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "learning_rate": config.learning_rate_for(stage),
+        "num_train_epochs": config.epochs,
+        "max_steps": config.max_steps if config.max_steps is not None else -1,
+        "max_length": config.max_length,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "use_cpu": precision == "fp32",
+        "bf16": precision == "bf16",
+        "fp16": precision == "fp16",
+        "gradient_checkpointing": config.gradient_checkpointing,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": config.save_steps,
+        "save_total_limit": 2,
+        "report_to": "none",
+        "disable_tqdm": not progress,
+        "include_num_input_tokens_seen": "non_padding",
+        "dataloader_num_workers": 0,
+        # Every trainable weight is used in each forward pass (checked under torchrun with
+        # LoRA and full models); the default True costs an extra autograd traversal per step.
+        "ddp_find_unused_parameters": False,
+    }
+    if stage == "sft":
+        from trl import SFTConfig
+
+        return SFTConfig(**common)
+    from trl import DPOConfig
+
+    return DPOConfig(**common, beta=config.beta)
+
+
+def _lora_config(config: TrainSettings) -> Any:
+    from peft import LoraConfig
+
+    targets = config.lora_target_modules
+    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                      lora_dropout=config.lora_dropout,
+                      target_modules=targets if isinstance(targets, str) else list(targets),
+                      task_type="CAUSAL_LM")
+
+
+def _save(trainer: Any, tokenizer: Any, out: Path, *, lora: bool, merge: bool, state: Any) -> None:
+    """Write the trained model (merged, adapter or full) and its tokenizer to ``out``."""
+    state.wait_for_everyone()
+    if state.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if lora and merge:
+            model = model.merge_and_unload()
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    state.wait_for_everyone()

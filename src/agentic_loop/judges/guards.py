@@ -1,0 +1,189 @@
+"""Reward-hacking guards: outputs that satisfy the checks without doing the task.
+
+Why: the loop trains on what its checks accept, so an output that games a
+check (pads to a word count, repeats a line, hands the task back, copies a
+retrieved exemplar, or recites the requirement list) becomes training data
+and the next model learns the trick. These detectors are deliberately plain
+text statistics (word n-gram overlap, lexical diversity, runs): no model,
+cheap, deterministic, and hard for an output to talk its way around.
+
+What each flag means:
+
+- ``repetition``: a line or sentence appears three times or more, or fewer
+  than 40% of the word trigrams are distinct (for outputs of 12+ words);
+- ``length_gaming``: padding: one word repeated 5+ times in a row, or fewer
+  than 25% distinct words in an output of 40+ words;
+- ``task_copy``: the output is the task's instructions handed back: 6+
+  words, 80%+ of its word trigrams occur in the instructions and at most
+  two of its words are not the task's. Quoted or code-fenced material and a
+  long passage after a colon are not instructions (rewriting or repeating
+  given text is a legitimate task), and an answer after a repeated request
+  adds new words, so neither is flagged;
+- ``exemplar_copy``: 80%+ of the output's word trigrams come from one
+  exemplar it was shown;
+- ``check_wording``: the output recites a check's own description (a run
+  of 6+ words of it, or the whole of a shorter one);
+- ``empty``: nothing but whitespace.
+
+``empty`` and ``task_copy`` *void* the checks (see :attr:`GuardReport.voids`):
+a rubric gives such an output no credit for any check and never passes it,
+whatever the checks alone would say ("avoid the word we" holds for ""). The
+other flags are recorded in the evaluation and counted in trajectories and
+export manifests, so a trend shows before it is trained on.
+
+Example:
+    >>> inspect_output("Write a tagline for a bookstore.", "Stories wait on every shelf.").flags
+    []
+    >>> inspect_output("Write a tagline for a bookstore in 8 words.",
+    ...                "Write a tagline for a bookstore in 8 words.").flags
+    ['task_copy']
+    >>> inspect_output("t", "buy " * 30).flags
+    ['repetition', 'length_gaming']
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["GUARD_NAMES", "VOIDING", "GuardReport", "inspect_output", "instructions_of", "overlap"]
+
+GUARD_NAMES = (
+    "empty", "repetition", "length_gaming", "task_copy", "exemplar_copy", "check_wording")
+#: Flags that void every check: the output did not attempt the task.
+VOIDING = ("empty", "task_copy")
+
+_WORD = re.compile(r"[a-z0-9']+")
+_UNIT = re.compile(r"(?:\n+|(?<=[.!?])\s+)")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def overlap(output: str, source: str, n: int = 3) -> float:
+    """The share of the output's word n-grams that also occur in ``source`` (0 when too short).
+
+    >>> overlap("the cat sat on the mat", "a cat sat on the mat today")
+    0.75
+    """
+    grams = _ngrams(_words(output), n)
+    if not grams:
+        return 0.0
+    seen = set(_ngrams(_words(source), n))
+    return sum(g in seen for g in grams) / len(grams)
+
+
+class GuardReport(BaseModel):
+    """Which guards fired on one output, and why (one short reason per flag)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    flags: list[str]
+    reasons: dict[str, str]
+
+    @property
+    def voids(self) -> str | None:
+        """Why no check may count as satisfied (an empty output, the task handed back), or None.
+
+        >>> inspect_output("t", "  ").voids
+        'empty: the output is empty'
+        """
+        return next((f"{flag}: {self.reasons[flag]}" for flag in VOIDING if flag in self.flags),
+                    None)
+
+
+def _repetition(words: list[str], output: str) -> str | None:
+    units = [u.strip().lower() for u in _UNIT.split(output) if len(_words(u)) >= 2]
+    if units:
+        unit, count = Counter(units).most_common(1)[0]
+        if count >= 3:
+            return f"{unit[:40]!r} appears {count} times"
+    grams = _ngrams(words, 3)
+    if len(words) >= 12 and len(set(grams)) < 0.4 * len(grams):
+        return f"{len(set(grams))} distinct word trigrams of {len(grams)}"
+    return None
+
+
+def _length_gaming(words: list[str]) -> str | None:
+    run, longest, word = 1, 1, words[0] if words else ""
+    for prev, cur in zip(words, words[1:], strict=False):
+        run = run + 1 if cur == prev else 1
+        if run > longest:
+            longest, word = run, cur
+    if longest >= 5:
+        return f"{word!r} repeated {longest} times in a row"
+    if len(words) >= 40 and len(set(words)) < 0.25 * len(words):
+        return f"{len(set(words))} distinct words of {len(words)}"
+    return None
+
+
+_QUOTED = re.compile(
+    r"```.*?```|\"[^\"]*\"|\u201c[^\u201d]*\u201d|(?<![a-z])'[^']{12,}'", re.S | re.I)
+_AFTER_COLON = re.compile(r":[ \t]*([^\n]*)")
+
+
+def instructions_of(task: str) -> str:
+    """The task without the material it hands over (quoted text, code, a passage after a colon).
+
+    >>> instructions_of('Rewrite in lowercase: "The Quick Brown Fox".')
+    'Rewrite in lowercase: .'
+    >>> instructions_of("Summarize this: the meeting moved to Monday at noon sharp.")
+    'Summarize this:'
+    """
+    text = _QUOTED.sub("", task)
+    return _AFTER_COLON.sub(lambda m: m.group(0) if len(_words(m.group(1))) < 6 else ":", text)
+
+
+def _task_copy(words: list[str], task: str) -> str | None:
+    instructions = instructions_of(task)
+    vocabulary = set(_words(task))
+    novel = sum(w not in vocabulary for w in words)
+    share = overlap(" ".join(words), instructions)
+    if len(words) >= 6 and share >= 0.8 and novel <= 2:
+        return f"{share:.0%} of its word trigrams are the task's instructions"
+    return None
+
+
+def _check_wording(words: list[str], check_texts: Iterable[str]) -> str | None:
+    joined = " ".join(words)
+    for text in check_texts:
+        check_words = _words(text)
+        if len(check_words) < 4:
+            continue
+        if len(check_words) <= 6:
+            if " ".join(check_words) in joined:
+                return f"recites {text[:50]!r}"
+            continue
+        if overlap(text, joined, n=6) > 0:
+            return f"recites part of {text[:50]!r}"
+    return None
+
+
+def inspect_output(task: str, output: str, *, exemplars: Sequence[str] = (),
+                   check_texts: Sequence[str] = ()) -> GuardReport:
+    """Run every guard on ``output`` for ``task``; ``exemplars`` are outputs it was shown.
+
+    ``check_texts`` are the requirement descriptions the rubric shows the
+    model (a check's wording recited back is not an answer).
+    """
+    words = _words(output)
+    found: dict[str, str | None] = {
+        "empty": None if output.strip() else "the output is empty",
+        "repetition": _repetition(words, output),
+        "length_gaming": _length_gaming(words),
+        "task_copy": _task_copy(words, task),
+        "exemplar_copy": next((f"{share:.0%} of its word trigrams come from exemplar {i}"
+                               for i, ex in enumerate(exemplars)
+                               if (share := overlap(output, ex)) >= 0.8), None),
+        "check_wording": _check_wording(words, check_texts),
+    }
+    reasons = {name: why for name, why in found.items() if why}
+    return GuardReport(flags=list(reasons), reasons=reasons)
