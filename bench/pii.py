@@ -1,23 +1,29 @@
-"""Benchmark the PII gate: records/s in regex and spaCy mode, batched and one by one, and recall.
+"""Benchmark the PII gate: recall per planted kind, precision per entity, false positives, speed.
 
-Synthetic records of about 1 KB (customer-support style prose with a
-name, an e-mail, a Korean or US phone, a card, an account number, an IP)
-go through :class:`agentic_loop.distill.PiiGate`:
+Two hand-written corpora from ``tests/pii_corpus.py`` (shared with the tests):
 
-* **throughput**: records/s for each mode with ``anonymize_many`` (spaCy's
-  ``nlp.pipe`` batches) and with one ``anonymize`` call per record;
-* **ratios**, all against baselines from the same run (this machine is
-  shared and noisy): batch / one-by-one per mode, and spaCy / regex;
-* **recall**: the share of planted values gone from the output, per kind
-  (regex mode cannot find names, by design: that is what spaCy mode is for);
-* **load time** of each gate (imports included for the first one);
-* the cost of phone regions: ``phonenumbers`` scans the text once per region,
-  which dominates regex mode, so a run with only KR and US is measured too.
+* **planted**: runs (task, drafts, final output) carrying credentials of every
+  provider, street addresses of several countries, names of many origins
+  (whole, partial, lowercase), plain and spelled e-mails and phones, cards,
+  IBANs, IPs and an SSN. They go through ``redact_runs`` (the gate plus
+  record-level name propagation), as an export does.
+* **benign**: instructions, greetings, code, dates and versions, ids, prices,
+  product names, places and talk about passwords: nothing to redact.
 
-Nothing here asserts on time.
+Reported per mode (``regex``, ``spacy``):
 
-    python bench/pii.py               # 300 records, writes bench/results/pii.json
-    python bench/pii.py --records 60  # quicker
+* **recall** per planted kind: the share of planted values with no trace left
+  in any text of their run (for a name: none of its parts, in any case);
+* **precision** per entity: each placeholder written is aligned with the
+  original text; it is a true positive when it covers part of a planted
+  value, a false positive otherwise (benign texts have no planted value);
+* **false positives on the benign set**, per entity and per category
+  (``LOCATION`` removes every place name by design: its benign hits are
+  counted, and listed apart);
+* **speed**: load time and records/s on ~1 KB synthetic support tickets.
+
+    python bench/pii.py             # writes bench/results/pii.json (a few minutes on 2 cores)
+    python bench/pii.py --records 40
 """
 
 from __future__ import annotations
@@ -26,131 +32,189 @@ import argparse
 import json
 import platform
 import random
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the corpora live beside the tests that use them
+
+from distill_helpers import make_run  # noqa: E402
+from pii_corpus import BENIGN, HELD_OUT, RECORDS, leaks, name_words  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results" / "pii.json"
-FIRST = ["Sarah", "Michael", "Emily", "David", "Jessica", "Daniel", "Laura", "James", "Olivia",
-         "Robert"]
-LAST = ["Connor", "Johnson", "Davis", "Miller", "Wilson", "Anderson", "Thompson", "Martin", "Clark",
-        "Lewis"]
-FILLER = (
-    "The customer explained that the order arrived late and that the packaging was damaged on one "
-    "side. They asked whether a partial refund was possible and whether the replacement could ship "
-    "this week. Our records show two earlier tickets about the same warehouse, both closed after a "
-    "courtesy credit. Please draft a short, friendly reply that apologizes, confirms the refund "
-    "amount and gives a date. "
-)
+PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
+KIND_ENTITY = {"secret": "SECRET", "name": "PERSON", "address": "STREET_ADDRESS",
+               "email": "EMAIL_ADDRESS", "obfuscated_email": "EMAIL_ADDRESS",
+               "phone": "PHONE_NUMBER", "spelled_phone": "PHONE_NUMBER", "card": "CREDIT_CARD",
+               "iban": "IBAN_CODE", "ip": "IP_ADDRESS", "ssn": "US_SSN"}
+FILLER = ("The customer explained that the order arrived late and that the packaging was damaged "
+          "on one side. They asked whether a partial refund was possible and whether the "
+          "replacement could ship this week. Please draft a short, friendly reply that "
+          "apologizes, confirms the refund amount and gives a date. ")
 
 
-def make_record(rng: random.Random) -> tuple[str, dict[str, str]]:
-    """One ~1 KB record and the values planted in it, by kind."""
-    name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-    user = name.lower().replace(" ", ".")
-    planted = {
-        "name": name,
-        "email": f"{user}{rng.randint(1, 99)}@example.co.kr",
-        "phone": rng.choice([f"010-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}",
-                             f"+82 10 {rng.randint(1000, 9999)} {rng.randint(1000, 9999)}",
-                             f"(212) 555-01{rng.randint(10, 99)}"]),
-        "card": "4111 1111 1111 1111",
-        "account": f"{rng.randint(100, 999)}-{rng.randint(10, 99)}-{rng.randint(100000, 999999)}",
-        "ip": f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
-    }
-    text = (
-        f"Ticket from {planted['name']} ({planted['email']}), phone {planted['phone']}. "
-        + FILLER
-        + f"They paid with card {planted['card']} and want the refund sent to bank account "
-        f"{planted['account']}. The request came from IP {planted['ip']}. "
-        + FILLER[: rng.randint(250, 400)]
-    )
-    return text, planted
+def originals(original: str, redacted: str) -> list[tuple[str, int, int]]:
+    """``(entity, start, end)`` in ``original`` of each placeholder written into ``redacted``."""
+    parts = PLACEHOLDER.split(redacted)
+    literals, entities = parts[0::2], parts[1::2]
+    if not entities:
+        return []
+    pattern = re.escape(literals[0]) + "".join(
+        "(.+?)" + re.escape(lit) for lit in literals[1:])
+    match = re.fullmatch(pattern, original, re.DOTALL)
+    if match is None:  # placeholders side by side: attribute the whole stretch to the first
+        return [(entities[0], 0, len(original))]
+    return [(e, match.start(i + 1), match.end(i + 1)) for i, e in enumerate(entities)]
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+def planted_spans(text: str, planted: list[tuple[str, str]]) -> list[tuple[int, int]]:
+    spans = []
+    for kind, value in planted:
+        words = name_words(value) if kind == "name" else [value]
+        for word in words:
+            flags = re.IGNORECASE if kind == "name" else 0
+            spans += [m.span() for m in re.finditer(
+                rf"(?<!\w){re.escape(word)}(?!\w)" if kind == "name" else re.escape(word),
+                text, flags)]
+    return spans
+
+
+def quality(mode: str, records: list[dict[str, Any]], *, benign: bool = True
+            ) -> dict[str, Any]:
+    from agentic_loop.distill import PiiGate
+    from agentic_loop.distill.data.redact import redact_runs, run_texts
+
     start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
+    gate = PiiGate(mode)  # type: ignore[arg-type]
+    load_s = time.perf_counter() - start
+    runs = [make_run(r["task"], [(d, 5.0) for d in r["drafts"]], final=r["final"],
+                     final_score=9.0) for r in records]
+    start = time.perf_counter()
+    result = redact_runs(runs, gate)
+    redact_s = time.perf_counter() - start
+    kept = {run.id: run for run in result.kept}
+    found: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    tp: Counter[str] = Counter()
+    fp: Counter[str] = Counter()
+    leaked: list[str] = []
+    for record, run in zip(records, runs, strict=True):
+        out = kept.get(run.id)
+        pairs = list(zip([t for _, t in run_texts(run)], [t for _, t in run_texts(out)],
+                         strict=True)) if out else []
+        joined = "\n".join(t for _, t in pairs)
+        for kind, value in record["planted"]:
+            total[kind] += 1
+            if out is not None and not leaks(kind, value, joined):
+                found[kind] += 1
+            else:
+                leaked.append(kind)
+        for original, redacted in pairs:
+            spans = planted_spans(original, record["planted"])
+            for entity, s, e in originals(original, redacted):
+                hit = any(s < pe and ps < e for ps, pe in spans)
+                (tp if hit else fp)[entity] += 1
+    benign_fp: Counter[str] = Counter()
+    by_category: dict[str, dict[str, int]] = {}
+    texts = [(c, t) for c, group in BENIGN.items() for t in group] if benign else []
+    changed = 0
+    for (category, text), red in zip(texts, gate.anonymize_many([t for _, t in texts]),
+                                     strict=True):
+        entities = PLACEHOLDER.findall(red.text or "")
+        changed += bool(entities)
+        benign_fp.update(entities)
+        fp.update(entities)
+        for e in entities:
+            by_category.setdefault(category, {}).setdefault(e, 0)
+            by_category[category][e] += 1
+    entities = sorted(set(tp) | set(fp))
+    return {
+        "load_s": round(load_s, 2),
+        "planted_runs_per_s": round(len(runs) / redact_s, 1),
+        "runs": len(runs), "runs_dropped": len(result.dropped),
+        "recall_by_kind": {k: {"found": found[k], "planted": total[k],
+                               "recall": round(found[k] / total[k], 3),
+                               "entity": KIND_ENTITY[k]} for k in sorted(total)},
+        "recall_overall": round(sum(found.values()) / sum(total.values()), 3),
+        "precision_by_entity": {e: {"tp": tp[e], "fp": fp[e],
+                                    "precision": round(tp[e] / (tp[e] + fp[e]), 3)}
+                                for e in entities},
+        "leaked_kinds": dict(Counter(leaked)),
+        "benign": {"texts": len(texts), "texts_changed": changed,
+                   "false_positives": dict(sorted(benign_fp.items())),
+                   "false_positives_without_location": sum(
+                       n for e, n in benign_fp.items() if e != "LOCATION"),
+                   "by_category": by_category},
+        "redactions_by_recognizer": dict(sorted(result.report.recognizers.items())),
+    }
 
 
-def recall(outputs: list[str | None], planted: list[dict[str, str]]) -> dict[str, float]:
-    kinds = planted[0].keys()
-    return {k: round(sum(1 for o, p in zip(outputs, planted) if o is not None and p[k] not in o)
-                     / len(planted), 3)
-            for k in kinds}
+def make_ticket(rng: random.Random) -> str:
+    first = rng.choice(["Femke", "Chidi", "Ananya", "Ji-ho", "Mateus", "Aoife", "Kwame", "Lena"])
+    last = rng.choice(["Visser", "Okafor", "Iyer", "Kang", "Souza", "Byrne", "Mensah", "Novak"])
+    return (f"Ticket from {first} {last} ({first.lower()}.{last.lower()}@example.com), phone "
+            f"010-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}. " + FILLER
+            + f"They paid with card 4111 1111 1111 1111; address {rng.randint(2, 999)} Elm "
+            f"Street, Dayton, OH 4540{rng.randint(1, 9)}. IP 10.{rng.randint(0, 255)}.3.4. "
+            + FILLER[: rng.randint(150, 300)])
 
 
-def bench_mode(mode: str, texts: list[str], planted: list[dict[str, str]], reps: int = 2,
-               **gate_options: Any) -> dict[str, Any]:
-    ("Best of ``reps`` alternating batch / one-by-one passes "
-     "(the machine is shared: best is least noisy).")
+def speed(mode: str, texts: list[str]) -> dict[str, Any]:
     from agentic_loop.distill import PiiGate
 
-    gate, load_s = timed(lambda: PiiGate(mode, **gate_options))  # type: ignore[arg-type]
-    gate.anonymize_many(texts[:8])  # warm up (lazy recognizer loading, spaCy caches)
-    batch_s = single_s = float("inf")
-    for _ in range(reps):
-        batch, seconds = timed(lambda: gate.anonymize_many(texts))
-        batch_s = min(batch_s, seconds)
-        single, seconds = timed(lambda: [gate.anonymize(t) for t in texts])
-        single_s = min(single_s, seconds)
-    assert [r.text for r in batch] == [r.text for r in single], "batch and one-by-one disagree"
-    report = gate.report(batch)
-    return {
-        "options": {"phone_regions": list(gate.phone_regions),
-                    **{k: v for k, v in gate_options.items() if k != "phone_regions"}},
-        "load_s": round(load_s, 2),
-        "batch_records_per_s": round(len(texts) / batch_s, 1),
-        "one_by_one_records_per_s": round(len(texts) / single_s, 1),
-        "batch_over_one_by_one": round(single_s / batch_s, 3),
-        "recall": recall([r.text for r in batch], planted),
-        "redactions": dict(sorted(report.redactions.items())),
-        "dropped": dict(report.dropped),
-    }
+    gate = PiiGate(mode)  # type: ignore[arg-type]
+    gate.anonymize_many(texts[:4])  # warm up
+    start = time.perf_counter()
+    gate.anonymize_many(texts)
+    return {"batch_records_per_s": round(len(texts) / (time.perf_counter() - start), 1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=300,
-                        help="synthetic records per mode (default 300)")
+    parser.add_argument("--records", type=int, default=80,
+                        help="synthetic ~1 KB tickets for the speed test (default 80)")
     args = parser.parse_args()
     rng = random.Random(7)
-    data = [make_record(rng) for _ in range(args.records)]
-    texts, planted = [t for t, _ in data], [p for _, p in data]
-    modes = {
-        "regex": bench_mode("regex", texts, planted),
-        "spacy": bench_mode("spacy", texts, planted),
-        # phone matching runs once per region and dominates regex mode: the cost of the default 9
-        "regex_phone_regions_kr_us": bench_mode("regex", texts, planted,
-                                                phone_regions=["KR", "US"]),
-    }
+    tickets = [make_ticket(rng) for _ in range(args.records)]
+    modes = {mode: {**quality(mode, RECORDS), **speed(mode, tickets),
+                    "held_out": quality(mode, HELD_OUT, benign=False)}
+             for mode in ("regex", "spacy")}
     results = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": platform.platform(),
         "python": sys.version.split()[0],
-        "records": len(texts),
-        "mean_record_chars": round(sum(map(len, texts)) / len(texts)),
+        "planted_runs": len(RECORDS),
+        "planted_values": sum(len(r["planted"]) for r in RECORDS),
+        "held_out_runs": len(HELD_OUT),
+        "held_out_values": sum(len(r["planted"]) for r in HELD_OUT),
+        "benign_texts": sum(map(len, BENIGN.values())),
+        "speed_records": len(tickets),
+        "mean_ticket_chars": round(sum(map(len, tickets)) / len(tickets)),
         "modes": modes,
-        "spacy_over_regex_throughput": round(
-            modes["spacy"]["batch_records_per_s"] / modes["regex"]["batch_records_per_s"], 3),
-        "kr_us_over_default_regions_throughput": round(
-            modes["regex_phone_regions_kr_us"]["batch_records_per_s"]
-            / modes["regex"]["batch_records_per_s"], 3),
         "notes": [
-            ("load_s of the first mode includes importing Presidio "
-             "(and transformers, which it imports)."),
-            ("times are the best of 2 alternating passes; "
-             "the 2-core machine was shared with other jobs."),
-            "regex mode cannot find names (recall 0 on 'name' is by design).",
+            "corpora: tests/pii_corpus.py, hand-written; names are checked part by part, "
+            "case-insensitively, in every text of their run.",
+            "RECORDS was used while writing the rules (two rules were added after it showed "
+            "leaks: '_token' keywords and '+CC' phones that phonenumbers deems unallocated); "
+            "HELD_OUT was written afterwards. Its first run found 24 of 26 values in both "
+            "modes (missed: a password in 'redis://:pw@host' with an empty user, and 'Rahul' "
+            "before the possessive \"Deshpande's\"); both rules were then fixed, so the "
+            "numbers below for HELD_OUT are after one round of fixes: 92% is the estimate "
+            "for unseen text.",
+            "LOCATION (spacy mode only) removes every place name by design; its hits on the "
+            "benign 'places' texts are counted as false positives.",
+            "load_s of the first gate includes importing Presidio, spaCy and the name lists; "
+            "the 2-core machine was shared with other jobs.",
         ],
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(results, indent=2))
+    RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

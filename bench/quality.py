@@ -21,6 +21,9 @@ Everything is scored on held-out tasks with each task's own constraint rubric
 * ``distilled single-shot`` and ``distilled + ArchiveRefine (warm)``: the model
   after one distill round (export -> PII gate -> SFT, LoRA merged) trained on
   the train tasks' trajectories only; held-out runs are never logged.
+* ``GRPO``: the base model after online RL (LoRA GRPO, merged) on the train
+  tasks, each task's own checks as the reward, stopped at the wall-clock
+  time the SFT round's training took (same budget), then single-shot.
 
 Pass rates come with Wilson 95% intervals, mean scores with t intervals, and
 the change against single-shot with a paired t interval (same tasks). Cost per
@@ -80,6 +83,7 @@ class Options:
     pii: str = "regex"
     lora: bool = True
     fixed_reply: str = "42"
+    grpo_generations: int = 4
 
 
 MODES = {
@@ -314,8 +318,8 @@ class Bench:
         self.rows.append(summarize(name, model, self.held, results, seconds))
         report_row(self.rows[-1])
 
-    def base_phases(self) -> None:
-        """The base model's rows that need no train pass."""
+    def base_phases(self, core: bool = False) -> None:
+        """The base model's rows that need no train pass (``core``: the floor and baseline)."""
         from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
         from agentic_loop.memory import ReflexionMemory
 
@@ -326,6 +330,8 @@ class Bench:
         common = self.common()
         self.held_phase(BASELINE, Reflection(self.llm, max_iterations=1,
                                              target_score=self.opts.target_score))
+        if core:
+            return
         self.held_phase("Reflection", Reflection(self.llm, **common))
         self.held_phase("Reflection (resample)", Reflection(self.llm, refine="resample", **common))
         self.held_phase("ArchiveRefine (cold)",
@@ -393,18 +399,71 @@ class Bench:
                         progress=True)
         stage = trained.stages[0]
         self.extra["distill"].update(train_s=round(time.perf_counter() - t0, 1),
+                                     train_loop_s=round(stage.runtime_s, 1),
                                      first_loss=stage.metrics.get("first_loss"),
                                      last_loss=stage.metrics.get("last_loss"))
         return load_chat_model(trained.spec, max_tokens=self.opts.max_tokens)
 
-    def distilled_phases(self, llm: Any) -> None:
-        """The distilled model alone, then inside the loop with the warm archive."""
+    def distilled_phases(self, llm: Any, core: bool = False) -> None:
+        """The distilled model alone, then (unless ``core``) in the loop with the warm archive."""
         from agentic_loop.architectures import Reflection
 
         self.held_phase("distilled single-shot",
                         Reflection(llm, max_iterations=1, target_score=self.opts.target_score),
                         "distilled")
-        self.warm_phase("distilled + ArchiveRefine (warm)", llm, "distilled")
+        if not core:
+            self.warm_phase("distilled + ArchiveRefine (warm)", llm, "distilled")
+
+
+    def grpo(self) -> Any:
+        """GRPO on the train tasks for the SFT round's training time (its steps without one)."""
+        from transformers import TrainerCallback
+
+        from agentic_loop.distill.train import train
+        from agentic_loop.models import load_chat_model
+
+        budget = self.extra.get("distill", {}).get("train_loop_s")
+
+        class WallClock(TrainerCallback):
+            """Stop at the first step end past the budget (the SFT round's trainer.train time)."""
+
+            def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+                self.t0 = time.perf_counter()
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+                if budget is not None and time.perf_counter() - self.t0 >= budget:
+                    control.should_training_stop = True
+                return control
+
+        tasks = self.work / "grpo-tasks.jsonl"
+        tasks.write_text("".join(s.model_dump_json(by_alias=True) + "\n"
+                                 for s in self.train_run))
+        g = self.opts.grpo_generations
+        console.print(f"GRPO: {len(self.train_run)} train tasks, {g} generations per prompt, "
+                      + (f"{budget:.0f}s budget (the SFT round's)" if budget
+                         else f"{self.opts.train_steps} steps (no SFT round to match)"))
+        trained = train(tasks, self.work / "model-grpo", method="grpo", base="local",
+                        lora=self.opts.lora, max_steps=10_000 if budget else self.opts.train_steps,
+                        num_generations=g, batch_size=2 * g,
+                        max_completion_length=self.opts.max_tokens, progress=True,
+                        callbacks=[WallClock()])
+        stage, reward = trained.stages[0], trained.card.reward or {}
+        self.extra["grpo"] = {
+            "method": "grpo", "lora": self.opts.lora, "num_generations": g,
+            "prompts_per_step": 2, "budget_s": budget, "train_loop_s": round(stage.runtime_s, 1),
+            "steps": stage.steps, "learning_rate": trained.card.hyperparameters.get(
+                "learning_rates", {}).get("grpo"),
+            "reward_per_step": [row["reward"] for row in reward.get("per_step", [])],
+            "reward_errors": sum(f["errors"] for f in reward.get("errors", {}).values())}
+        return load_chat_model(trained.spec, max_tokens=self.opts.max_tokens)
+
+
+    def grpo_phase(self) -> None:
+        """The GRPO-trained model alone (single-shot), beside the distilled single-shot row."""
+        from agentic_loop.architectures import Reflection
+
+        self.held_phase("GRPO", Reflection(self.grpo(), max_iterations=1,
+                                           target_score=self.opts.target_score), "distilled")
 
 
 def machine() -> dict[str, Any]:
@@ -453,6 +512,9 @@ def finish(bench: Bench, mode: str, started: float, at_start: dict[str, Any]) ->
              "the warm rows start from a copy of the archive the train pass filled."),
             ("The distill round trains only on trajectories of the train pass; held-out runs "
              "are not logged."),
+            ("GRPO trains on the train tasks (their checks as the reward) for the wall-clock "
+             "time of the SFT round's training loop, then runs single-shot like the distilled "
+             "row; compare the two rows."),
             ("wall_s is the phase's wall time at the given concurrency on a shared machine: "
              "compare ratios within this run, not absolute seconds across runs."),
         ],
@@ -527,24 +589,34 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, help="concurrent runs (default 8)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON path (PNG next to it)")
     parser.add_argument("--workdir", type=Path, help="keep archives, data and model here")
+    parser.add_argument("--core-rows", action="store_true",
+                        help="only fixed reply, single-shot, distilled and GRPO rows")
     parser.add_argument("--tasks", type=int, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def run(opts: Options, mode: str, work: Path) -> dict[str, Any]:
-    """The whole flow, in the order that keeps held-out tasks out of training."""
+def run(opts: Options, mode: str, work: Path, core: bool = False) -> dict[str, Any]:
+    """The whole flow, in the order that keeps held-out tasks out of training.
+
+    ``core`` keeps only the rows training is compared on: the fixed reply,
+    single-shot, the distilled rows and GRPO (the train pass still runs: it is
+    the SFT round's data).
+    """
     started, at_start = time.perf_counter(), machine()
     bench = Bench(opts, work)
     console.rule(f"[bold]quality bench ({mode})")
     console.print(f"dev set: {len(bench.train_specs)} train, {len(bench.held_all)} held-out; "
                   f"scoring {len(bench.held)} held-out, running {len(bench.train_run)} train")
-    bench.base_phases()
+    bench.base_phases(core)
     trajectories = bench.train_pass()
-    bench.warm_phase("ArchiveRefine (warm)", bench.llm, "base")
-    bench.warm_phase("ArchiveRefine (warm, resample)", bench.llm, "base", refine="resample")
+    if not core:
+        bench.warm_phase("ArchiveRefine (warm)", bench.llm, "base")
+        bench.warm_phase("ArchiveRefine (warm, resample)", bench.llm, "base",
+                         refine="resample")
     distilled = bench.distill(trajectories)
     if distilled is not None:
-        bench.distilled_phases(distilled)
+        bench.distilled_phases(distilled, core)
+    bench.grpo_phase()
     return finish(bench, mode, started, at_start)
 
 
@@ -560,7 +632,9 @@ def with_workdir(path: Path | None, fn: Callable[[Path], dict[str, Any]]) -> dic
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(argv)
     mode, opts = options_from(args)
-    report = with_workdir(args.workdir, lambda work: run(opts, mode, work))
+    if args.core_rows:
+        mode += "+core"
+    report = with_workdir(args.workdir, lambda work: run(opts, mode, work, args.core_rows))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     png = args.out.with_suffix(".png")

@@ -23,6 +23,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TQDM_DISABLE", "1")
+import warnings
+warnings.filterwarnings("ignore", message="IProgress not found")  # no widgets in a saved notebook
 import tempfile
 from pathlib import Path
 workdir = Path(tempfile.mkdtemp(prefix="agentic-loop-nb-"))  # everything this notebook writes
@@ -56,26 +58,57 @@ result = arch.run(task)
 for r in result.trace:
     print(f"round {r.iteration}: score {r.score:.2f} passed={r.passed} features={r.features}")
     print("   ", r.draft[:120])
-print("best:", result.output, "| score", result.score, "| stop:", result.stop_reason)"""),
+print("best:", result.output, "| score", result.score, "| passed", result.passed,
+      "| stop:", result.stop_reason)"""),
     ("md", """`result.output` is the **best** draft, not merely the last one. The loop stops at the
-target score, after `max_iterations` drafts, or when the score plateaus. `explain()` shows where
-the score came from:"""),
+target score, after `max_iterations` drafts, or when the score plateaus.
+
+**Score and `passed` are two different things.** The score is graded: each feature earns
+credit in proportion to how close it came (14 words for "exactly 12" earns 10/12 of its
+points), so a near miss still ranks above a wild one and the loop can tell which draft is
+best. `passed` is the hard gate: it is true only when *every* check holds, and a draft is
+accepted (archived, trained on, counted as a pass in the benches) only when it passed **and**
+reached `target_score`. So a draft can score 9.3 and still fail: a failed check always shows,
+in `passed`, in `explain()` below, and in the refine prompt. `explain()` shows where the score
+came from:"""),
     ("code", """rubric = task_rubric(task)
 print(rubric.evaluate(task, result.output, llm_values={"on_task": True, "well_written": True}).explain())"""),
     ("md", """The graph is a compiled LangGraph `StateGraph`: stream it, checkpoint it, or drop it into
 your own graph as a subgraph."""),
     ("code", """print(arch.diagram())
 print([node for node, _ in arch.stream("Name a color in exactly 1 word.")])"""),
+    ("md", """### Feedback or resample?
+`refine="feedback"` (the default) shows the model its draft and the failed checks.
+`refine="resample"` asks the first prompt again and lets the checks pick: a very small model
+tends to copy or talk about a draft it is shown, so on the embedded model resampling often
+does better (see the quality bench in the README). Compare both on your own tasks:"""),
+    ("code", """tasks = ["Name three fruits in exactly 3 words, all lowercase.",
+         "Write a 5-word motto for a gym, with no commas."]
+for mode in ("feedback", "resample"):
+    runs = Reflection(llm, max_iterations=3, refine=mode).batch(tasks)
+    print(f"{mode:9}", [f"{r.score:.1f}/{'pass' if r.passed else 'fail'}" for r in runs])"""),
+    ("md", "Every round's score, drawn with the package's plotting helpers:"),
+    ("code", """from IPython.display import Image
+from agentic_loop.plots import plot_score_distributions
+rounds = {f"round {i}": [r.score for r in result.trace if r.iteration == i]
+          for i in range(len(result.trace))}
+plot_score_distributions(rounds, workdir / "rounds.png", title="Score per round")
+Image(filename=str(workdir / "rounds.png"))"""),
 ])
 
 notebook("02_archive_refine", "02 · ArchiveRefine: a persistent archive of accepted outputs", [
-    ("md", """# 02 · ArchiveRefine (the seed's "RLHF-style self-improvement")
+    ("md", """# 02 · ArchiveRefine ("RLHF-style self-improvement" at inference time)
 
 Generate → critique → refine, plus a **persistent archive**: every output whose composite score
 reaches `target_score` is stored on disk (JSONL + FAISS), and later tasks get the most *similar*
-accepted outputs as exemplars, with an instruction to vary the structure. The seed walkthrough
-kept its archive in a Python list (lost on exit), reused the last three entries whatever the
-task, and asked the LLM for the word count. Here: on disk, by similarity, counted in Python.
+accepted outputs as exemplars, with an instruction to vary the structure. A common first
+version of this loop keeps its archive in a Python list (lost on exit), reuses the last three
+entries whatever the task, and asks the LLM for the word count. Here: on disk, by similarity,
+counted in Python.
+
+The rubric is given explicitly here, so the constraints a task states ("EXACTLY 12 words") are
+*not* checked unless the rubric checks them: the architecture says so with an
+`UncheckedConstraintsWarning`. Leave `rubric=` out to check what each task states.
 
 The critique uses the copywriting rubric: two Python checks (word range, cliché lexicon) weigh
 4 each, three LLM booleans weigh 1 each."""),
@@ -104,6 +137,10 @@ week) sees the same entries, and search returns the most similar tasks' outputs.
 print(len(again), "entries on disk")
 for hit in again.search("Write a tagline for an art gallery", k=3):
     print(f"{hit.similarity:.3f}  {hit.entry.task[:50]} -> {hit.entry.output[:60]}")"""),
+    ("code", """from IPython.display import Image
+from agentic_loop.plots import plot_archive_growth
+plot_archive_growth(again.entries(), workdir / "growth.png")
+Image(filename=str(workdir / "growth.png"))"""),
     ("md", """### target_score sweep
 Scores are deterministic given the features, so the acceptance rate at each target can be read
 off the judged drafts directly, without re-running the model (accepted = score at or above

@@ -47,7 +47,8 @@ _EXPORTS: dict[str, str] = {
     **{name: "agentic_loop.trajectories" for name in ("Trajectory", "TrajectoryLog")},
     **{name: "agentic_loop.distill.data.reward" for name in ("composite_reward", "RewardWeights")},
     **{name: "agentic_loop.distill" for name in (
-        "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError")},
+        "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError",
+        "forget_user", "enforce_retention", "withdraw_consent", "ForgetReport")},
 }
 
 __all__ = ["__version__", *_EXPORTS]

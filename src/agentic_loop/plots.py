@@ -1,4 +1,5 @@
-"""PNG plots of what people look at: archive growth, score distributions, before/after, gates.
+"""PNG plots of what people look at: archive growth, score distributions, before/after, gates,
+reward curves.
 
 The one plotting module: the demo, the CLI (``archive stats --plot``) and the
 evaluation gate (its before/after PNG) all draw here, with Matplotlib's Agg
@@ -27,7 +28,7 @@ from typing import Any
 from agentic_loop.errors import ConfigError
 
 __all__ = ["plot_archive_growth", "plot_before_after", "plot_eval_scores",
-           "plot_score_distributions"]
+           "plot_reward_curve", "plot_score_distributions"]
 
 #: One evaluation panel: baseline scores, candidate scores, and a note for the title.
 Panel = tuple[Sequence[float], Sequence[float], str]
@@ -142,4 +143,35 @@ def plot_eval_scores(panels: Mapping[str, Panel], path: str | os.PathLike[str], 
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlim(0, 10)
         ax.legend(fontsize=8, loc="upper left")
+    _save(fig, path)
+
+
+def plot_reward_curve(curves: Mapping[str, Sequence[tuple[float, float]]],
+                      path: str | os.PathLike[str], *, title: str = "Reward per step",
+                      ylabel: str = "mean reward") -> None:
+    """One line per series of ``(step, value)`` points: a GRPO run's reward and its parts.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "reward.png"
+    >>> plot_reward_curve({"reward": [(1, 0.2), (2, 0.4)], "exact_words": [(1, 0.5)]}, out)
+    >>> out.stat().st_size > 1000
+    True
+    """
+    if not any(curves.values()):
+        raise ConfigError("plot_reward_curve needs at least one (step, value) point; pass "
+                          "{series: [(step, value), ...]}")
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for name, points in curves.items():
+        if points:
+            steps, values = zip(*points)
+            ax.plot(steps, values, marker="o", markersize=3, linewidth=2 if name == "reward"
+                    else 1, label=name)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
     _save(fig, path)

@@ -108,12 +108,13 @@ def read_task_file(path: str | os.PathLike[str], *, label: str = "task file",
     golden file is a task file.
     """
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise error(f"{label} {file} does not exist; pass a JSONL file of "
-                    '{"task": ..., "constraints": {...}} rows, or plain lines')
     tasks: list[tuple[int, TaskSpec]] = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        text = line.strip()
+    for number, line in enumerate(_read_lines(file, label, error), start=1):
+        try:
+            text = line.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise error(f"{file}:{number}: not UTF-8 text (byte {line[exc.start]:#04x} at column "
+                        f"{exc.start + 1}); save the {label} as UTF-8") from None
         if not text or text.startswith("#"):
             continue
         try:
@@ -123,6 +124,20 @@ def read_task_file(path: str | os.PathLike[str], *, label: str = "task file",
     if not tasks:
         raise error(f"{label} {file} holds no task; write one task a line")
     return tasks
+
+
+def _read_lines(file: Path, label: str, error: type[TaskFileError]) -> list[bytes]:
+    """The file's lines as bytes (decoded one by one, so a bad byte is named by line)."""
+    fix = 'pass a JSONL file of {"task": ..., "constraints": {...}} rows, or plain lines'
+    if file.is_dir():
+        raise error(f"{label} {file} is a directory; {fix}")
+    if not file.exists():
+        raise error(f"{label} {file} does not exist; {fix}")
+    try:
+        return file.read_bytes().splitlines()
+    except OSError as exc:
+        raise error(f"cannot read {label} {file}: {exc.strerror}; check its permissions, "
+                    f"or {fix}") from None
 
 
 def load_tasks(path: str | os.PathLike[str]) -> list[TaskSpec]:

@@ -161,9 +161,12 @@ class ScriptedChatModel(BaseChatModel):
             raise ConfigError(f"ScriptedChatModel.with_structured_output got {schema!r}; "
                               "pass a pydantic model class")
 
-        def answer(value: LanguageModelInput) -> Any:
+        def answer(value: LanguageModelInput, **call_kwargs: Any) -> Any:
+            # Keyword arguments bound around the structured runnable (``.bind(...)``) arrive
+            # here, as they reach a real model's call; they are recorded with the call.
             messages = self._convert_input(value).to_messages()
-            self._calls.append(ScriptedCall("structured", messages, schema.__name__, dict(kwargs)))
+            self._calls.append(ScriptedCall("structured", messages, schema.__name__,
+                                            {**kwargs, **call_kwargs}))
             parsed = self._next_structured(schema, messages)
             if include_raw:
                 raw = AIMessage(content=parsed.model_dump_json())

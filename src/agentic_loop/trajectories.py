@@ -7,6 +7,12 @@ LLM calls) and what went wrong (errors as data). Distillation later turns
 these into SFT sets (accepted finals and drafts) and DPO pairs (an early
 low-scoring draft against the accepted final).
 
+Each round also keeps the prompt its draft was written from (a
+:class:`~agentic_loop.prompt_format.DraftPrompt`), so training can ask a
+model exactly what the loop asked it. Model text is cleaned before it is
+stored (:func:`clean_text`): a lone surrogate or a NUL must never make a run
+unloggable.
+
 The log is append-only JSONL with the archive's guarantees (fsync before
 ``append`` returns, cross-process lock, torn tails skipped): see
 :mod:`agentic_loop.jsonl_log`. User feedback arrives later than the run, so it
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -39,19 +46,74 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentic_loop.clock import utc_now
 from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.jsonl_log import JsonlLog
+from agentic_loop.prompt_format import (  # re-exported: the record's prompt, and its format
+    PROMPT_VERSION,
+    SYSTEM,
+    DraftPrompt,
+    fresh_draft_prompt,
+    rubric_requirements,
+)
 
 __all__ = [
+    "PROMPT_VERSION",
+    "SYSTEM",
+    "ConsentEvent",
+    "DraftPrompt",
     "FeedbackEvent",
     "Round",
     "TokenUsage",
     "Trajectory",
     "TrajectoryLog",
     "TrajectoryPathError",
+    "clean_text",
+    "fresh_draft_prompt",
     "hash_user_id",
+    "rubric_requirements",
 ]
 
-SCHEMA_VERSION = 1
+#: 2: rounds record their prompt (``Round.prompt``) and an output cut (``Round.cut_from``).
+SCHEMA_VERSION = 2
 Feedback = Literal["up", "down"]
+
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` safe to store and to show: lone surrogates and control characters removed.
+
+    Line ends become ``\\n``; tabs and newlines stay. A surrogate *pair* (text
+    decoded with ``surrogatepass``) is joined into the character it encodes;
+    a lone one cannot be written as UTF-8 and is dropped, as are NUL and the
+    other C0/C1 control characters, which no answer needs.
+
+    >>> clean_text("a\\x00b\\ud800c\\r\\nd\\te\\x1b[0m")
+    'abc\\nd\\te[0m'
+    >>> clean_text("\\ud83d\\ude00")
+    '😀'
+    """
+    text = _fix_surrogates(text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", text)
+
+
+def _fix_surrogates(text: str) -> str:
+    """Surrogate pairs joined, lone surrogates dropped (the rest of ``text`` untouched)."""
+    if not _SURROGATES.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
+
+
+def _drop_surrogates(value: Any) -> Any:
+    """``value`` (plain data) with lone surrogates dropped from every string in it."""
+    if isinstance(value, str):
+        return _fix_surrogates(value)
+    if isinstance(value, dict):
+        return {_drop_surrogates(k): _drop_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_drop_surrogates(v) for v in value]
+    return value
 
 
 class TrajectoryPathError(StorageError, NotADirectoryError):
@@ -99,6 +161,10 @@ class Round(BaseModel):
     latency_s: float | None = None
     #: reward-hacking guards that fired on the draft (flag -> reason); counted by exports
     guards: dict[str, str] = Field(default_factory=dict)
+    #: the prompt the draft was written from (None in runs logged before schema 2)
+    prompt: DraftPrompt | None = None
+    #: the model's answer had this many characters and was cut to the output limit
+    cut_from: int | None = None
 
 
 class Trajectory(BaseModel):
@@ -134,6 +200,24 @@ class Trajectory(BaseModel):
         """True when the run finished without errors."""
         return not self.errors
 
+    def storable(self) -> Trajectory:
+        """This trajectory, or a copy without the lone surrogates that UTF-8 cannot store.
+
+        Drafts are cleaned when the model returns them; a critique, an error
+        message or metadata can still carry one, and one such character must
+        not make the whole run unloggable.
+
+        >>> t = Trajectory(architecture="a", model_id="m", task="t", errors=["bad \\udc80\\x00"])
+        >>> clean = t.storable()
+        >>> clean.errors
+        ['bad \\x00']
+        >>> clean.storable() is clean
+        True
+        """
+        dumped = self.model_dump()
+        cleaned = _drop_surrogates(dumped)
+        return self if cleaned == dumped else Trajectory.model_validate(cleaned)
+
 
 class FeedbackEvent(BaseModel):
     """A user's verdict on a finished run, logged when it arrives."""
@@ -143,16 +227,25 @@ class FeedbackEvent(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
 
 
+class ConsentEvent(BaseModel):
+    """A user's consent to training on their runs, given or withdrawn after the runs."""
+
+    user_id_hash: str
+    consent: bool
+    created_at: datetime = Field(default_factory=utc_now)
+
+
 class TrajectoryLog:
     """Append-only, crash-safe log of trajectories in a directory.
 
     ``path`` is a directory (created on first write) holding
-    ``trajectories.jsonl`` and ``feedback.jsonl``; a path ending in
-    ``.jsonl`` names the trajectories file itself.
+    ``trajectories.jsonl``, ``feedback.jsonl`` and ``consent.jsonl``; a path
+    ending in ``.jsonl`` names the trajectories file itself.
     """
 
     FILE = "trajectories.jsonl"
     FEEDBACK_FILE = "feedback.jsonl"
+    CONSENT_FILE = "consent.jsonl"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         path = Path(path).expanduser()
@@ -166,6 +259,8 @@ class TrajectoryLog:
         self._log: JsonlLog[Trajectory] = JsonlLog(file, Trajectory)
         self._feedback: JsonlLog[FeedbackEvent] = JsonlLog(self.dir / self.FEEDBACK_FILE,
                                                            FeedbackEvent)
+        self._consent: JsonlLog[ConsentEvent] = JsonlLog(self.dir / self.CONSENT_FILE,
+                                                         ConsentEvent)
 
     @property
     def path(self) -> Path:
@@ -182,18 +277,29 @@ class TrajectoryLog:
             raise ConfigError(f"feedback={feedback!r}: pass 'up' or 'down'")
         self._feedback.append(FeedbackEvent(trajectory_id=trajectory_id, feedback=feedback))
 
+    def record_consent(self, user_id: str, consent: bool, *, salt: str | None = None) -> None:
+        """Record a user's consent given or withdrawn later; :meth:`read` applies the latest
+        to all their runs, so the next export honours it."""
+        self._consent.append(ConsentEvent(user_id_hash=hash_user_id(user_id, salt),
+                                          consent=bool(consent)))
+
     def read(self) -> list[Trajectory]:
-        """Every valid trajectory, oldest first, with the latest feedback merged in.
+        """Every valid trajectory, oldest first, with the latest feedback and consent merged in.
 
         Corrupt lines are skipped with a warning naming ``file:line``.
         """
         latest: dict[str, Feedback] = {e.trajectory_id: e.feedback
                                        for e in self._feedback.read_all()}
+        consent = ({e.user_id_hash: e.consent for e in self._consent.read_all()}
+                   if self._consent.path.is_file() else {})
         out = []
         for t in self._log.read_all():
+            update: dict[str, Any] = {}
             if t.id in latest:
-                t = t.model_copy(update={"feedback": latest[t.id]})
-            out.append(t)
+                update["feedback"] = latest[t.id]
+            if t.user_id_hash in consent:
+                update["consent"] = consent[t.user_id_hash]
+            out.append(t.model_copy(update=update) if update else t)
         return out
 
     def __iter__(self) -> Iterator[Trajectory]:

@@ -265,7 +265,7 @@ def test_reflexion_reflects_stores_and_retries(tmp_path):
 def test_reflexion_skips_the_judge_when_a_check_fails(tmp_path):
     memory = ReflexionMemory(tmp_path / "m", embedder=HashingEmbedder())
     rubric = Rubric([*NO_WE.features, Feature("vivid", "Vivid.", 1.0, kind="bool")])
-    note = {"root_cause": "a", "correction": "b", "lesson": "c"}
+    note = {"root_cause": "a", "correction": "b", "lesson": "Keep it short."}
     llm = ScriptedChatModel(responses=["We sell", "Ink and paper"],
                             structured={"ReflectionNote": [note],
                                         "RubricJudgement": [{"vivid": True, "overall_score": 7}]})
@@ -396,3 +396,33 @@ def test_rounds_survive_a_strict_checkpoint_serializer():
     assert all(isinstance(r, Round) for r in values["rounds"])
     assert isinstance(values["final"], Round) and values["final"].draft == "one"
     assert values["trajectory"].id == result.trajectory_id
+
+
+def test_a_given_rubric_that_drops_stated_constraints_says_so() -> None:
+    import warnings
+
+    from agentic_loop.architectures.nodes import UncheckedConstraintsWarning
+
+    llm = ScriptedChatModel(responses=["hello there"])
+    arch = Reflection(llm, rubric=Rubric.for_constraints(lowercase=True), max_iterations=1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        arch.run("Say hello in exactly 2 words.")
+    assert any(issubclass(w.category, UncheckedConstraintsWarning)
+               and "exact_words=2" in str(w.message) for w in seen)
+    quiet = Reflection(ScriptedChatModel(responses=["hello there"]), max_iterations=1,
+                       rubric=Rubric.for_constraints(exact_words=2))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet.run("Say hello in exactly 2 words.")
+    assert not any(issubclass(w.category, UncheckedConstraintsWarning) for w in seen)
+
+
+def test_reflexion_stores_no_placeholder_lesson(tmp_path):
+    memory = ReflexionMemory(tmp_path / "mem", embedder=HashingEmbedder())
+    junk = {"root_cause": "x", "correction": "y", "lesson": "{{lesson}}}"}
+    good = {**junk, "lesson": "Never write we."}
+    llm = ScriptedChatModel(responses=["We sell books", "We love books", "Books for all"],
+                            structured={"ReflectionNote": [junk, good]})
+    Reflexion(llm, rubric=NO_WE, memory=memory, max_iterations=3).run("Bookstore tagline.")
+    assert [e.reflection for e in memory.entries()] == ["Never write we."]

@@ -48,7 +48,7 @@ def test_consent_filter_is_automatic_when_consent_is_tracked() -> None:
     untracked = [make_run("t", [("a", 9.0)]), make_run("t", [("b", 9.0)])]
     assert filter_consent(untracked) == (untracked, False)
     assert filter_consent(untracked, require=True) == ([], True)
-    assert filter_consent([yes, no], require=False) == ([yes, no], False)
+    assert filter_consent([yes, no], require=False) == ([yes], False)  # refusal always wins
 
 
 def test_latency_outliers_use_a_robust_bound() -> None:

@@ -21,7 +21,7 @@ def test_sft_keeps_accepted_finals_and_distinct_accepted_drafts() -> None:
     log = CurationLog()
     rows = sft_rows(samples_of(drop_errored(corpus())), min_score=0.8, log=log,
                     embedder=HashingEmbedder(), dedup_threshold=0.9)
-    answers = [(r.messages[0].content, r.messages[1].content, r.metadata.reward) for r in rows]
+    answers = [(r.messages[-2].content, r.messages[-1].content, r.metadata.reward) for r in rows]
     assert answers == [
         ("Write a tagline for a bookstore.", "Stories wait on every shelf.", 0.9),
         ("Write a tagline for a bookstore.", "Find your next favourite chapter!", 0.85),
@@ -37,15 +37,16 @@ def test_sft_rows_are_trl_conversational_messages() -> None:
     run = make_run("Say hi.", [("Hi!", 9.0)])
     [first] = sft_rows(trajectory_samples(run), min_score=0.8, log=CurationLog())
     row = json.loads(first.model_dump_json())
-    assert row["messages"] == [{"role": "user", "content": "Say hi."},
-                               {"role": "assistant", "content": "Hi!"}]
+    assert row["messages"][1:] == [{"role": "user", "content": "Say hi."},
+                                   {"role": "assistant", "content": "Hi!"}]
+    assert row["messages"][0]["role"] == "system"
     assert row["metadata"]["source"] == "final" and row["metadata"]["trajectory_id"] == run.id
 
 
 def test_sft_cap_per_task_keeps_the_best() -> None:
     runs = [make_run("t", [(f"answer number {i}", 8.0 + i / 10)]) for i in range(5)]
     rows = sft_rows(samples_of(runs), min_score=0.8, log=CurationLog(), max_per_task=2)
-    assert [r.messages[1].content for r in rows] == ["answer number 4", "answer number 3"]
+    assert [r.messages[-1].content for r in rows] == ["answer number 4", "answer number 3"]
 
 
 def test_pairs_from_refine_rounds_and_from_several_samples() -> None:
@@ -71,7 +72,8 @@ def test_pair_format_is_trl_conversational() -> None:
     pairs = preference_pairs(samples_of([make_run("Say hi.", [("yo", 2.0), ("Hi!", 9.0)])]),
                              min_score=0.8, min_gap=0.2, log=CurationLog())
     row = json.loads(pairs[0].model_dump_json())
-    assert row["prompt"] == [{"role": "user", "content": "Say hi."}]
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert row["prompt"][1] == {"role": "user", "content": "Say hi."}
     assert row["chosen"] == [{"role": "assistant", "content": "Hi!"}]
     assert row["rejected"] == [{"role": "assistant", "content": "yo"}]
     assert row["metadata"]["chosen_iteration"] == 1 and row["metadata"]["rejected_iteration"] == 0

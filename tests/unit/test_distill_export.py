@@ -15,7 +15,7 @@ from agentic_loop.distill import EmptyExportError, ExportError, PiiGate, export_
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import Archive, HashingEmbedder
 from agentic_loop.testing import ScriptedChatModel
-from agentic_loop.trajectories import TrajectoryLog
+from agentic_loop.trajectories import SCHEMA_VERSION, TrajectoryLog
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +40,12 @@ def test_export_writes_trl_files_and_a_manifest(tmp_path: Path, regex_gate: PiiG
     report = export(logs, tmp_path / "out", pii=regex_gate)
     sft, pairs = rows(tmp_path / "out" / "sft.jsonl"), rows(tmp_path / "out" / "pairs.jsonl")
     assert (report.sft_rows, report.pairs) == (len(sft), len(pairs)) == (5, 4)
-    assert {tuple(m["role"] for m in r["messages"]) for r in sft} == {("user", "assistant")}
-    roles = {(r["prompt"][0]["role"], r["chosen"][0]["role"], r["rejected"][0]["role"])
+    assert {tuple(m["role"] for m in r["messages"]) for r in sft} == {
+        ("system", "user", "assistant")}
+    roles = {(*(m["role"] for m in r["prompt"]), r["chosen"][0]["role"], r["rejected"][0]["role"])
              for r in pairs}
-    assert roles == {("user", "assistant", "assistant")}
-    assert "Email <EMAIL_ADDRESS> a thank-you note." in {r["messages"][0]["content"] for r in sft}
+    assert roles == {("system", "user", "assistant", "assistant")}
+    assert "Email <EMAIL_ADDRESS> a thank-you note." in {r["messages"][1]["content"] for r in sft}
 
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest == report.manifest
@@ -56,10 +57,10 @@ def test_export_writes_trl_files_and_a_manifest(tmp_path: Path, regex_gate: PiiG
                       "sha256": hashlib.sha256(log_file.read_bytes()).hexdigest()}
     sft_hash = hashlib.sha256((tmp_path / "out" / "sft.jsonl").read_bytes()).hexdigest()
     assert manifest["outputs"]["sft.jsonl"] == {"rows": 5, "written": True, "sha256": sft_hash}
-    assert manifest["redactions"] == {"EMAIL_ADDRESS": 1}
+    assert manifest["redactions"] == {"EMAIL_ADDRESS": 1, "PERSON": 1}  # "Thank you, Bo"
     assert manifest["pii"]["mode"] == "regex" and "KR" in manifest["pii"]["phone_regions"]
     assert manifest["rubric_versions"] == {"tagline@1": 5}
-    assert manifest["trajectory_schema_versions"] == {"1": 5}
+    assert manifest["trajectory_schema_versions"] == {str(SCHEMA_VERSION): 5}
     options = manifest["options"]
     assert options["min_gap"] == 0.2 and options["embedder"] == HashingEmbedder().name
 
@@ -164,7 +165,7 @@ def test_archive_entries_become_sft_rows_and_inherit_consent(tmp_path: Path) -> 
 
     report = export(logs, tmp_path / "out", archive=tmp_path / "archive")
     sft = rows(tmp_path / "out" / "sft.jsonl")
-    assert [(r["messages"][1]["content"], r["metadata"]["source"]) for r in sft] == [
+    assert [(r["messages"][-1]["content"], r["metadata"]["source"]) for r in sft] == [
         ("Crusts worth waking up for.", "archive"), ("Warm bread, every morning.", "final")]
     assert [s.kind for s in report.sources] == ["trajectories", "archive"]
     assert report.manifest["counts"][0]["detail"].startswith("2 trajectories + 3 archive entries")
@@ -180,7 +181,8 @@ def test_records_the_gate_cannot_anonymize_are_dropped_and_counted(tmp_path: Pat
     assert step.removed == 1
     run_id = report.pii_dropped[0].split()[1]
     assert report.pii_dropped == [f"run {run_id} task: 311 characters, over max_chars=200"]
-    assert report.manifest["pii"]["report"]["dropped"] == {"too_long": 1}
+    # two texts: the task, and the task in the run's rebuilt prompt (stripped: another text)
+    assert report.manifest["pii"]["report"]["dropped"] == {"too_long": 2}
 
 
 def test_progress_is_reported_per_stage(tmp_path: Path) -> None:

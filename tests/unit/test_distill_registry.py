@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.distill.release.registry import Registry, RegistryError
+from agentic_loop.distill.release.registry import IndexRebuiltWarning, Registry, RegistryError
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
 
 
@@ -159,6 +159,73 @@ def test_a_corrupt_index_is_reported_and_left_untouched(tmp_path: Path) -> None:
     # the backup is the index before the last update and restores a working registry
     (tmp_path / "reg" / "index.json.bak").replace(index)
     assert [v.version for v in reg.versions()] == ["v1"]
+
+
+def test_a_deleted_index_is_rebuilt_from_the_audit_log(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a", card=True), notes="first")
+    reg.register(_model(tmp_path, "b"))
+    reg.promote("v2")
+    before = reg.versions()
+    (tmp_path / "reg" / "index.json").unlink()
+    with pytest.warns(IndexRebuiltWarning, match=r"index.json is missing; rebuilt from .*audit"):
+        assert reg.versions() == before  # path, name, card and notes come back too
+    with pytest.warns(IndexRebuiltWarning):
+        assert reg.current is not None and reg.current.version == "v2"
+    assert not (tmp_path / "reg" / "index.json").exists()  # a read writes nothing
+    with pytest.warns(IndexRebuiltWarning):
+        assert reg.register(_model(tmp_path, "c")).version == "v3"  # never v1 again
+    assert [v.version for v in reg.versions()] == ["v1", "v2", "v3"]  # written back
+    assert reg.current.version == "v2"
+
+
+def test_the_rebuild_replays_the_rollback_stack(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    for n in "abc":
+        reg.register(_model(tmp_path, n))
+    for v in ("v1", "v3", "v2"):
+        reg.promote(v)
+    reg.rollback()
+    (tmp_path / "reg" / "index.json").unlink()
+    with pytest.warns(IndexRebuiltWarning):
+        assert reg.current.version == "v3"
+        assert reg.rollback().version == "v1"
+
+
+def _strip_models_from_audit(root: Path) -> None:
+    """Make the audit log look like one an older agentic-loop wrote (no version details)."""
+    audit = root / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    audit.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "model"}) + "\n"
+                             for line in lines))
+
+
+def test_an_old_audit_log_is_rebuilt_with_the_backup_or_refused_by_name(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    reg.register(_model(tmp_path, "b"))
+    reg.promote("v1")  # index.json.bak now holds v1 and v2
+    _strip_models_from_audit(tmp_path / "reg")
+    (tmp_path / "reg" / "index.json").unlink()
+    with pytest.warns(IndexRebuiltWarning):
+        assert [v.version for v in reg.versions()] == ["v1", "v2"]
+    (tmp_path / "reg" / "index.json.bak").unlink()
+    with pytest.raises(RegistryError, match=r"cannot be rebuilt: .*audit.jsonl records register "
+                                            r"v1 without its details.*index.json.bak"):
+        reg.versions()
+    with pytest.raises(RegistryError, match="cannot be rebuilt"):
+        reg.register(_model(tmp_path, "c"))  # never a silent v1
+    assert not (tmp_path / "reg" / "index.json").exists()
+
+
+def test_a_missing_index_with_an_empty_audit_log_names_the_backup(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    reg.register(_model(tmp_path, "b"))
+    (tmp_path / "reg" / "index.json").unlink()
+    (tmp_path / "reg" / "audit.jsonl").unlink()
+    with pytest.raises(RegistryError, match=r"index.json is missing .*cp .*index.json.bak"):
+        reg.versions()
 
 
 def test_a_registry_path_that_is_a_file_is_refused(tmp_path: Path) -> None:

@@ -167,3 +167,61 @@ def test_a_value_json_cannot_hold_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="record 0 for .*cannot be written as JSON"):
         log.append(Loose(data={"x": object()}))
     assert not log.path.exists() or log.path.read_bytes() == b""
+
+
+def _refuse_lock_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every open of a ``*.lock`` file fail, as on a read-only disk; return the attempts."""
+    import os
+
+    real_open = os.open
+    attempts: list[str] = []
+
+    def guarded(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).endswith(".lock"):
+            attempts.append(str(path))
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded)
+    return attempts
+
+
+def test_reads_of_a_missing_log_create_nothing(tmp_path: Path) -> None:
+    log: JsonlLog[Note] = JsonlLog(tmp_path / "no" / "such" / "notes.jsonl", Note)
+    assert log.read().records == [] and log.read_all() == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reads_create_no_lock_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.jsonl"
+    path.write_text('{"n": 1}\n{"n": 2}\n')  # written elsewhere (copied, another machine)
+    log: JsonlLog[Note] = JsonlLog(path, Note)
+    assert [r.n for r in log.read().records] == [1, 2] and [r.n for r in log.read_all()] == [1, 2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.jsonl"]
+
+
+def test_reading_works_when_the_lock_file_cannot_be_opened(
+        log: JsonlLog[Note], monkeypatch: pytest.MonkeyPatch) -> None:
+    log.append_many([Note(n=1), Note(n=2)])  # a writer left its lock file
+    attempts = _refuse_lock_files(monkeypatch)
+    reader: JsonlLog[Note] = JsonlLog(log.path, Note)
+    assert [r.n for r in reader.read().records] == [1, 2]
+    assert [r.n for r in reader.read_all()] == [1, 2]
+    assert attempts  # the lock was tried, and its refusal did not stop the read
+    with pytest.raises(PermissionError):  # writing still needs the lock
+        reader.append(Note(n=3))
+
+
+def test_trajectory_log_reads_need_no_write_access(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentic_loop.trajectories import Trajectory, TrajectoryLog
+
+    missing = TrajectoryLog(tmp_path / "missing" / "logs")
+    assert missing.read() == [] and len(missing) == 0
+    assert not (tmp_path / "missing").exists()
+    written = TrajectoryLog(tmp_path / "logs")
+    written.append(Trajectory(architecture="reflection", model_id="m", task="Say hi."))
+    written.record_feedback(written.read()[0].id, "up")
+    _refuse_lock_files(monkeypatch)
+    assert [(t.task, t.feedback) for t in TrajectoryLog(tmp_path / "logs").read()] == [
+        ("Say hi.", "up")]

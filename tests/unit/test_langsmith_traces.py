@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import operator
 import os
 import socket
 import subprocess
@@ -11,22 +12,31 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Annotated
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from langchain_core.tracers import LangChainTracer
+from langgraph.graph import END, START, StateGraph
 from langsmith import Client
+from typing_extensions import TypedDict
 
 from agentic_loop.architectures import Reflection
+from agentic_loop.architectures.tracing import flush_feedback
 from agentic_loop.judges import Feature, Rubric
 from agentic_loop.testing import ScriptedChatModel
+from agentic_loop.trajectories import Round
 
 
 class Collector:
-    """Records the runs a langsmith Client posts and patches."""
+    """Records the runs and feedback a langsmith Client posts and patches."""
 
     def __init__(self) -> None:
         self.runs: dict[str, dict] = {}
+        self.feedback: list[dict] = []
+        self.projects: dict[str, str] = {}
         self.lock = threading.Lock()
         outer = self
 
@@ -40,8 +50,8 @@ class Collector:
                     raw = gzip.decompress(raw)
                 return json.loads(raw or b"{}")
 
-            def _reply(self, code: int = 200, payload: dict | None = None) -> None:
-                body = json.dumps(payload or {}).encode()
+            def _reply(self, code: int = 200, payload: dict | list | None = None) -> None:
+                body = json.dumps({} if payload is None else payload).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -49,14 +59,33 @@ class Collector:
                 self.wfile.write(body)
 
             def do_GET(self):
-                self._reply(200, {"version": "test"} if self.path.endswith("/info") else {})
+                url = urlparse(self.path)
+                if url.path.endswith("/info"):
+                    self._reply(200, {"version": "test"})
+                elif url.path.rstrip("/").endswith("/sessions"):  # read_project(project_name=)
+                    name = parse_qs(url.query).get("name", [""])[0]
+                    with outer.lock:
+                        known = outer.projects.get(name)
+                    self._reply(200, [{"id": known, "name": name, "tenant_id": known,
+                                       "start_time": "2026-01-01T00:00:00",
+                                       "reference_dataset_id": None}] if known else [])
+                else:
+                    self._reply(200, {})
 
             def do_POST(self):
                 if self.path.rstrip("/").endswith("/runs"):
                     run = self._body()
                     with outer.lock:
                         outer.runs[run["id"]] = run
+                        project = run.get("session_name")
+                        if project:
+                            outer.projects.setdefault(project, str(uuid.uuid4()))
                     self._reply(200)
+                elif self.path.rstrip("/").endswith("/feedback"):
+                    feedback = self._body()
+                    with outer.lock:
+                        outer.feedback.append(feedback)
+                    self._reply(200, {"id": feedback.get("id")})
                 else:
                     self._reply(404)
 
@@ -123,6 +152,67 @@ def test_every_node_is_a_named_run_with_tags_and_metadata(collector):
     assert by_name["finalize"][0]["extra"]["metadata"]["score"] == 10.0
     # model calls are traced too, under their nodes
     assert any(r.get("run_type") == "llm" for r in runs)
+    # the verdict is feedback on the graph's root run, so LangSmith can filter runs by it
+    assert flush_feedback(30)
+    (root,) = by_name["reflection"]
+    assert _feedback_on(collector, root["id"]) == {"score": 10.0, "passed": 1.0}
+    assert {f["trace_id"] for f in collector.feedback} == {root["id"]}
+    assert {f["session_id"] for f in collector.feedback} == {
+        collector.projects["agentic-loop-tests"]}
+
+
+def _feedback_on(collector: Collector, run_id: str) -> dict[str, float]:
+    return {f["key"]: f["score"] for f in collector.feedback if f["run_id"] == run_id}
+
+
+class AppState(TypedDict, total=False):
+    task: str
+    final: Round
+    log: Annotated[list[str], operator.add]
+
+
+def test_a_subgraph_keeps_its_tags_on_every_run_and_gets_its_feedback(collector):
+    client = Client(api_url=collector.url, api_key="test-key", auto_batch_tracing=False)
+    tracer = LangChainTracer(client=client, project_name="agentic-loop-subgraph")
+    rubric = Rubric([Feature("short", "At most 3 words.", 3.0,
+                             check=lambda t, o: len(o.split()) <= 3),
+                     Feature("friendly", "It sounds friendly.", 1.0, kind="bool")])
+    llm = ScriptedChatModel(responses=["Hello there my dear friend", "Hello my dear friend"],
+                            default_structured={"friendly": True, "overall_score": 8})
+    app = StateGraph(AppState)
+    app.add_node("prepare", lambda s: {"log": ["prepared"]})
+    app.add_node("writer", Reflection(llm, rubric=rubric, target_score=9.0,
+                                      max_iterations=2).build())
+    app.add_edge(START, "prepare")
+    app.add_edge("prepare", "writer")
+    app.add_edge("writer", END)
+    # the user's graph, run the user's way: none of our run config is applied
+    out = app.compile(name="my_app").invoke({"task": "Greet me briefly."},
+                                            {"callbacks": [tracer]})
+    tracer.wait_for_futures()
+    assert out["final"].draft == "Hello there my dear friend" and out["log"] == ["prepared"]
+    assert flush_feedback(30)
+
+    runs = list(collector.runs.values())
+    by_name: dict[str, list[dict]] = {}
+    for run in runs:
+        by_name.setdefault(run["name"], []).append(run)
+    (app_run,), (node_run,) = by_name["my_app"], by_name["writer"]  # the user's runs
+    for run in (app_run, node_run):
+        assert not any(t.startswith("arch:") for t in run.get("tags") or [])  # not leaked up
+    (graph_run,) = by_name["reflection"]  # our graph's own run, under the user's node
+    assert graph_run["parent_run_id"] == node_run["id"]
+    llm_runs = [r for r in runs if r.get("run_type") == "llm"]
+    judge_runs = [r for r in runs if "judge" in (r.get("tags") or [])]
+    assert len(llm_runs) == 2 and len(judge_runs) == 2  # two drafts, two judgements
+    for run in [graph_run, *llm_runs, *judge_runs, *by_name["finalize"]]:
+        assert {"agentic-loop", "arch:reflection"} <= set(run["tags"]), run["name"]
+        meta = run["extra"]["metadata"]
+        assert meta["architecture"] == "reflection" and meta["model_id"] == llm.model_id
+        assert meta["package"] == "agentic-loop" and meta["package_version"]
+    # the verdict goes on our graph's run, not on the user's
+    assert _feedback_on(collector, graph_run["id"]) == {"score": 2.5, "passed": 0.0}
+    assert {f["run_id"] for f in collector.feedback} == {graph_run["id"]}
 
 
 def _closed_port() -> int:

@@ -191,3 +191,16 @@ def test_no_module_is_too_long_to_hold() -> None:
 
 def test_the_root_is_public() -> None:
     assert agentic_loop.AgenticLoopError is AgenticLoopError
+
+
+def test_importing_the_library_does_not_load_torch() -> None:
+    """The CLI's --help, a LangGraph server's module scan and apps that only use a remote model
+    must not pay for torch: it loads with the local engine or the embedder, on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, agentic_loop.architectures, agentic_loop.judges, agentic_loop.distill, "
+            "agentic_loop.memory, agentic_loop.cli, agentic_loop.graphs; "
+            "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,8 +1,11 @@
-"""The one retry-and-validate policy: backoff, bounded attempts, feedback once, batches."""
+"""The one retry-and-validate policy: backoff, bounded attempts, feedback once, batches,
+and a per-call timeout."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -11,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from agentic_loop.errors import AgenticLoopError, ModelError
 from agentic_loop.models import retry as retry_module
-from agentic_loop.models.errors import ModelCallError, StructuredOutputError
-from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
+from agentic_loop.models.errors import ModelCallError, ModelTimeoutError, StructuredOutputError
+from agentic_loop.models.retry import DEFAULT_RETRY, DEFAULT_TIMEOUT_S, RetryPolicy
 from agentic_loop.testing import ScriptedChatModel
 
 
@@ -204,3 +207,95 @@ def test_batch_waits_when_an_item_hit_a_call_error(waits: list[float]) -> None:
     assert RetryPolicy().batch_structured(fake, Verdict, ["q"], what="demo") == [
         (Verdict(ok=True), 2)]
     assert waits == [0.5]
+
+
+# -- per-call timeout ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gate() -> Any:
+    """What a hanging fake model waits on; opened at the end so no thread outlives the test."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def hang(gate: threading.Event) -> Any:
+    """A script item that hangs (until the test ends) instead of answering."""
+    return lambda *_: (gate.wait(30), "too late")[1]
+
+
+def test_the_default_timeout_fits_the_embedded_model() -> None:
+    assert DEFAULT_RETRY.timeout_s == DEFAULT_TIMEOUT_S == 300.0
+    assert RetryPolicy(timeout_s=None).timeout_s is None
+    with pytest.raises(ValidationError):
+        RetryPolicy(timeout_s=0)
+
+
+def test_a_hung_call_is_cut_off_and_retried(waits: list[float], gate: threading.Event) -> None:
+    fake = ScriptedChatModel(responses=[hang(gate), "on time"])
+    started = time.monotonic()
+    answer = RetryPolicy(timeout_s=0.2).invoke(fake, "hi", what="generation")
+    assert answer.content == "on time" and time.monotonic() - started < 5
+    assert waits == [0.5]  # a timeout is a call error: it backs off
+
+
+def test_a_model_that_always_hangs_ends_in_a_call_error_naming_the_timeout(
+        waits: list[float], gate: threading.Event) -> None:
+    fake = ScriptedChatModel(default=hang(gate))
+    started = time.monotonic()
+    with pytest.raises(ModelCallError, match=r"after 2 attempt\(s\); last error: "
+                                             r"ModelTimeoutError: generation: .*timeout_s=0.2 s"
+                       ) as info:
+        RetryPolicy(max_attempts=2, timeout_s=0.2).invoke(fake, "hi", what="generation")
+    assert isinstance(info.value.last_error, ModelTimeoutError)
+    assert info.value.last_error.timeout_s == 0.2 and time.monotonic() - started < 5
+
+
+def test_async_calls_are_cut_off_too(waits: list[float], gate: threading.Event) -> None:
+    fake = ScriptedChatModel(default=hang(gate), default_structured=hang(gate))
+    policy = RetryPolicy(max_attempts=2, timeout_s=0.2)
+
+    async def both() -> list[BaseException]:
+        errors: list[BaseException] = []
+        for call in (policy.ainvoke(fake, "hi", what="gen"),
+                     policy.ainvoke_structured(fake, Verdict, "q", what="judge")):
+            try:
+                await call
+            except ModelCallError as err:
+                errors.append(err)
+        gate.set()  # let the executor threads end before asyncio.run waits for them
+        return errors
+
+    errors = asyncio.run(both())
+    assert [type(e.__cause__) for e in errors] == [ModelTimeoutError, ModelTimeoutError]
+
+
+def test_structured_and_batched_calls_time_out(waits: list[float], gate: threading.Event) -> None:
+    fake = ScriptedChatModel(structured={"Verdict": [hang(gate), {"ok": True}]})
+    policy = RetryPolicy(timeout_s=0.2)
+    assert policy.invoke_structured(fake, Verdict, "q", what="judge") == (Verdict(ok=True), 2)
+    stuck = ScriptedChatModel(default_structured=hang(gate))
+    results = RetryPolicy(max_attempts=2, timeout_s=0.2).batch_structured(
+        stuck, Verdict, ["a", "b"], what="judge")
+    assert all(isinstance(r, ModelCallError) and isinstance(r.last_error, ModelTimeoutError)
+               for r in results)
+
+
+def test_a_timeout_the_call_raised_itself_is_reported_as_it_is(waits: list[float]) -> None:
+    fake = ScriptedChatModel(responses=[TimeoutError("socket read timed out")])
+    with pytest.raises(ModelCallError, match="TimeoutError: socket read timed out") as info:
+        RetryPolicy(max_attempts=1, timeout_s=5).invoke(fake, "hi", what="gen")
+    assert not isinstance(info.value.last_error, ModelTimeoutError)
+
+
+def test_an_architecture_records_a_hung_model_as_a_timeout(gate: threading.Event) -> None:
+    from agentic_loop.architectures import Reflection
+    from agentic_loop.judges import Rubric
+
+    fake = ScriptedChatModel(default=hang(gate))
+    arch = Reflection(fake, rubric=Rubric.for_constraints(exact_words=1), max_iterations=1,
+                      retry=RetryPolicy(max_attempts=2, backoff_s=0.0, timeout_s=0.2))
+    result = arch.run("Greet me in one word.")
+    assert result.output is None and len(result.errors) == 1
+    assert "ModelTimeoutError" in result.errors[0] and "timeout_s=0.2" in result.errors[0]

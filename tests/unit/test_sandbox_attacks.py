@@ -54,6 +54,14 @@ def target(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def _only_inside_bwrap() -> None:
+    """Never run an attack outside the full sandbox: in the fallback it would hit this host."""
+    iso = isolation()
+    if iso.mode != "bwrap":
+        pytest.fail(f"the full sandbox is not in force ({iso.note}); refusing to run attacks")
+
+
 def _nothing_written(*dirs: Path) -> None:
     for d in dirs:
         assert not any(p.name.startswith("pwned") for p in d.iterdir()), sorted(d.iterdir())

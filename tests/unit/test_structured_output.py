@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
 from agentic_loop.models import StructuredOutputError, load_chat_model
 from agentic_loop.models.grammar import PLAIN_TEXT_PATTERN, constrained_json_schema
@@ -172,3 +173,33 @@ def test_openai_unknown_model_lists_what_is_served(chat_server):
     server = chat_server([])
     with pytest.raises(Exception, match=r"does not serve 'llama'.*\['smol'\]"):
         load_chat_model(f"openai:{server.url}", model="llama")
+
+
+class Pair(TypedDict):
+    """Two numbers."""
+
+    a: int
+    b: Annotated[str, ..., "a short label"]
+
+
+def test_a_typed_dict_is_a_schema_and_answers_are_dicts():
+    schema = constrained_json_schema(Pair)
+    assert schema["title"] == "Pair" and schema["required"] == ["a", "b"]
+    assert schema["properties"]["b"]["description"] == "a short label"
+    assert schema["additionalProperties"] is False and schema["properties"]["b"]["maxLength"]
+    assert parse_structured(AIMessage(content='{"a": 1, "b": "x"}'), Pair, "m") == {"a": 1,
+                                                                                     "b": "x"}
+    with pytest.raises(StructuredOutputError, match="Pair"):
+        parse_structured(AIMessage(content='{"a": "one", "b": "x"}'), Pair, "m")
+
+
+def test_openai_structured_output_with_a_typed_dict_and_a_dict_schema(chat_server):
+    server = chat_server(['{"a": 2, "b": "two"}', '{"n": 5}', '{"n": 5}'])
+    llm = load_chat_model(f"openai:{server.url}", model="smol")
+    assert llm.with_structured_output(Pair).invoke("Give a pair.") == {"a": 2, "b": "two"}
+    assert server.requests[0]["response_format"]["json_schema"]["name"] == "Pair"
+    number = {"title": "Number", "type": "object", "properties": {"n": {"type": "integer"}},
+              "required": ["n"]}
+    assert llm.with_structured_output(number).invoke("A number.") == {"n": 5}
+    out = llm.with_structured_output(number, include_raw=True).invoke("A number.")
+    assert out["parsed"] == {"n": 5} and out["raw"].content == '{"n": 5}'

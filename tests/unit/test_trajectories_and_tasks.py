@@ -90,6 +90,8 @@ def test_old_trajectory_files_still_load_and_show_as_results(tmp_path):
             result.trajectory_id) == ("hi", 10.0, {"exact_words": 1}, True, 2, "0f3a")
     rounds = json.loads(t.model_dump_json())["rounds"]
     assert [r.pop("guards") for r in rounds] == [{}, {}]  # a field added since; empty when absent
+    # added in schema 2: the prompt a draft came from, and the length it was cut from
+    assert [(r.pop("prompt"), r.pop("cut_from")) for r in rounds] == [(None, None)] * 2
     assert rounds == json.loads(OLD_LINE)["rounds"]
 
 

@@ -10,9 +10,11 @@ leaves (:mod:`.results`); this module wires nodes into the graph.
 
 Every node runs through one wrapper that (1) counts the LLM calls and tokens
 it caused, (2) turns an exception into an error recorded in the state (the
-run then finalizes with what it has, and a batch never crashes), and
-(3) tags the node's LangSmith run with the architecture, node, iteration,
-score and features.
+run then finalizes with what it has, and a batch never crashes), (3) keeps
+a new draft within bounds: cleaned of characters no record can hold, cut to
+``max_output_chars`` (the cut recorded) and stored with the prompt it came
+from, and (4) tags the node's LangSmith run with the architecture, node,
+iteration, score and features.
 
 Example (a scripted model; real ones come from ``load_chat_model``):
     >>> from agentic_loop.testing import ScriptedChatModel
@@ -28,24 +30,48 @@ Example (a scripted model; real ones come from ``load_chat_model``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, StateGraph
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from agentic_loop.architectures.nodes import (
+    DEFAULT_MAX_OUTPUT_CHARS,
     REFINE_MODES,
     TASK_CHECK_WEIGHT,
     RefineMode,
     node_metadata,
+    recording_prompts,
     task_rubric,
 )
 from agentic_loop.architectures.results import RunResult, best_round
 from agentic_loop.architectures.runner import DEFAULT_MAX_TASK_CHARS, Runner
-from agentic_loop.architectures.state import LoopState, allow_state_types
-from agentic_loop.architectures.tracing import annotate_run, node_tags
+from agentic_loop.architectures.schemas import (
+    GraphState,
+    RunInput,
+    RunOutput,
+    RunSettings,
+    output_fields,
+    run_view,
+)
+from agentic_loop.architectures.state import (
+    LoopState,
+    allow_state_types,
+    fresh_run,
+    merge_updates,
+    plain_values,
+    with_error,
+)
+from agentic_loop.architectures.tracing import (
+    annotate_run,
+    graph_config,
+    node_tags,
+    post_run_feedback,
+)
 from agentic_loop.architectures.usage import track_usage
 from agentic_loop.errors import ConfigError, TaskError
 from agentic_loop.judges import Rubric
@@ -54,6 +80,7 @@ from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
 from agentic_loop.trajectories import TrajectoryLog
 
 __all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_MAX_TASK_CHARS",
     "REFINE_MODES",
     "TASK_CHECK_WEIGHT",
@@ -123,6 +150,8 @@ class Architecture(Runner):
         llm_retries / retry_backoff_s: the older way to set ``retry``'s attempts
             (``llm_retries + 1``) and first backoff.
         max_task_chars: longer tasks are refused with :class:`TaskError`.
+        max_output_chars: a model answer longer than this is cut to it, and the
+            round records the length it had (``Round.cut_from``); ``None``: no cap.
         checkpointer / store: passed to ``compile`` (resume, ``runtime.store``).
         graph_name: the compiled graph's name (default: the architecture's).
     """
@@ -144,6 +173,7 @@ class Architecture(Runner):
         llm_retries: int | None = None,
         retry_backoff_s: float | None = None,
         max_task_chars: int = DEFAULT_MAX_TASK_CHARS,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         checkpointer: Any = None,
         store: Any = None,
         graph_name: str | None = None,
@@ -156,6 +186,11 @@ class Architecture(Runner):
             raise ConfigError(f"plateau_patience={plateau_patience}: pass an integer >= 1")
         if refine not in REFINE_MODES:
             raise ConfigError(f"refine must be one of {', '.join(REFINE_MODES)}, got {refine!r}")
+        if max_output_chars is not None and (isinstance(max_output_chars, bool)
+                                             or not isinstance(max_output_chars, int)
+                                             or max_output_chars < 1):
+            raise ConfigError(f"max_output_chars={max_output_chars!r}: pass an integer >= 1, "
+                              "or None for no cap")
         self.llm = load_chat_model(llm)
         self.model_id = model_id_of(self.llm)
         self.rubric = rubric
@@ -170,18 +205,31 @@ class Architecture(Runner):
         self.critic_retries = critic_retries
         self.retry = retry_policy(retry, llm_retries, retry_backoff_s)
         self.max_task_chars = max_task_chars
+        self.max_output_chars = max_output_chars
         self.checkpointer = checkpointer
         self.store = store
         self.graph_name = graph_name or self.name
         self._graph: CompiledStateGraph | None = None
+        self._entry_nodes: frozenset[str] = frozenset()
 
     def build(self) -> CompiledStateGraph:
-        """The compiled graph (built once, then cached)."""
+        """The compiled graph (built once, then cached).
+
+        Input, output and per-run settings (the context) follow
+        :mod:`.schemas`; the tags and metadata of :func:`.tracing.graph_config`
+        are set on the graph itself, so they reach every run below it, as a
+        subgraph too.
+        """
         if self._graph is None:
-            graph = StateGraph(LoopState)
+            # typed as a plain StateGraph: the nodes' signatures predate the context schema
+            graph = cast(StateGraph, StateGraph(GraphState, input_schema=RunInput,
+                                                output_schema=RunOutput,
+                                                context_schema=RunSettings))
             self._define(graph)
-            self._graph = graph.compile(checkpointer=allow_state_types(self.checkpointer),
-                                        store=self.store, name=self.graph_name)
+            self._entry_nodes = frozenset(end for start, end in graph.edges if start == START)
+            compiled = graph.compile(checkpointer=allow_state_types(self.checkpointer),
+                                     store=self.store, name=self.graph_name)
+            self._graph = compiled.with_config(graph_config(self.name, self.model_id))
         return self._graph
 
     def _define(self, graph: StateGraph) -> None:
@@ -206,21 +254,62 @@ class Architecture(Runner):
 
     def _add(self, graph: StateGraph, node: str,
              fn: Callable[[LoopState, RunnableConfig], dict[str, Any]]) -> None:
-        """Add ``fn`` as ``node``, wrapped: usage counted, errors recorded, trace annotated."""
-        arch = self.name
+        """Add ``fn`` as ``node``, wrapped: usage counted, errors recorded, trace annotated.
 
-        def run_node(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-            with track_usage() as usage:
+        ``fn`` runs with the run's settings (:func:`.schemas.run_view`: context and
+        input fields); ``finalize`` also writes the output fields and posts the
+        run's score and ``passed`` as LangSmith feedback.
+        """
+        arch = self.name
+        method = getattr(fn, "__func__", None) if getattr(fn, "__self__", None) is self else None
+
+        def run_node(state: GraphState, config: RunnableConfig,
+                     runtime: Runtime[Any]) -> dict[str, Any]:
+            # the first node of a run starts it afresh: a thread is a conversation, not a run
+            reset = fresh_run() if node in self._entry_nodes else {}
+            if reset:
+                state = cast(GraphState, {**state, **plain_values(reset)})
+            with track_usage() as usage, recording_prompts() as sent:
                 try:
-                    update = fn(state, config)
+                    view, config = run_view(self, dict(state), config, runtime)
+                    call = fn if view is self or method is None else method.__get__(view)
+                    update = call(state, config)
+                    if "draft" in update:
+                        update.update(self._bounded_draft(update["draft"], sent))
                 except Exception as exc:  # recorded, never raised: the run finalizes with it
-                    update = {"errors": [f"{node}: {type(exc).__name__}: {exc}"]}
-            update["usage"] = usage.as_dict()
+                    update = with_error({}, f"{node}: {type(exc).__name__}: {exc}")
+                if node == "finalize":  # the output fields, even when finalize itself failed
+                    update.update(self._outputs(state, update, config))
+            update = merge_updates(reset, update)
+            counted = usage.as_dict()
+            update["usage"] = (Overwrite(counted) if isinstance(update.get("usage"), Overwrite)
+                               else counted)
             annotate_run(config, {"architecture": arch, "node": node,
-                                  **node_metadata(node, state, update)}, node_tags(arch, node))
+                                  **node_metadata(node, state, plain_values(update))},
+                         node_tags(arch, node))
+            if node == "finalize" and "trajectory" in update:
+                post_run_feedback(config, score=update.get("score"),
+                                  passed=bool(update.get("passed")))
             return update
 
-        graph.add_node(node, run_node)
+        graph.add_node(node, cast(Any, run_node))
+
+    def _outputs(self, state: GraphState, update: dict[str, Any],
+                 config: RunnableConfig) -> dict[str, Any]:
+        """The output fields of a finished run, from the trajectory ``finalize`` left (or, when
+        ``finalize`` failed, from the state and its errors)."""
+        trajectory = update.get("trajectory")
+        if trajectory is None:
+            plain = plain_values(update)
+            trajectory = self.trajectory_for(
+                {**state, **plain, "errors": [*state.get("errors", []), *plain.get("errors", [])]},
+                config)
+        return {"trajectory": trajectory, **output_fields(trajectory)}
+
+    def _route(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
+        """The stop rule's branch, under the run's target and budget (its context)."""
+        view, _ = run_view(self, dict(state), {}, runtime)
+        return "finalize" if view.stop_reason(state) else "refine"
 
     def diagram(self) -> str:
         """The graph as Mermaid text (offline)."""

@@ -6,7 +6,12 @@ reflect, ArchiveRefine adds retrieve and archives in finalize), apart from
 the graph wiring (:mod:`.base`) and the ways to run a graph (:mod:`.runner`).
 Every model call of a node goes through the architecture's one
 :class:`~agentic_loop.models.retry.RetryPolicy`; every judgement becomes a
-:class:`~agentic_loop.trajectories.Round`, the one round model from state to disk.
+:class:`~agentic_loop.trajectories.Round`, the one round model from state to disk,
+holding the prompt its draft was written from (recorded by :meth:`LoopNodes._call`).
+
+No run is lost in ``finalize``: the memory hook (:meth:`LoopNodes._on_finalize`,
+e.g. the archive add) and the trajectory append each run on their own, and a
+failure of either becomes an error of the run, never a lost output or record.
 
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
@@ -23,28 +28,41 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, ClassVar, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from agentic_loop.architectures.prompts import clean_output, generate_messages, refine_messages
-from agentic_loop.architectures.results import best_round, trajectory_of
+from agentic_loop.architectures.prompts import (
+    bound_output,
+    chat_messages,
+    clean_output,
+    fresh_draft_prompt,
+    refine_prompt,
+)
+from agentic_loop.architectures.results import MAX_ERROR_CHARS, best_round, trajectory_of
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.judges import Critic, Critique, Feature, Rubric
 from agentic_loop.judges.constraint_features import constraint_feature
 from agentic_loop.judges.task_constraint_parser import constraints_from_task
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
+from agentic_loop.prompt_format import DraftPrompt, rubric_requirements
 from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
 
-__all__ = ["REFINE_MODES", "TASK_CHECK_WEIGHT", "LoopNodes", "RefineMode", "judged_round",
-           "node_metadata", "task_rubric"]
+__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "REFINE_MODES", "TASK_CHECK_WEIGHT", "LoopNodes",
+           "RefineMode", "judged_round", "node_metadata", "recording_prompts", "task_rubric"]
 
 #: Check features outweigh judged ones: a 135M judge says "true" to nearly anything.
 TASK_CHECK_WEIGHT = 4.0
+#: Longer model answers are cut (and the cut recorded): no task here wants more, and a
+#: runaway generation must not make a run too large to judge, archive or log.
+DEFAULT_MAX_OUTPUT_CHARS = 20_000
 RefineMode = Literal["feedback", "resample"]
 REFINE_MODES: tuple[str, ...] = get_args(RefineMode)
 
@@ -62,12 +80,63 @@ def task_rubric(task: str) -> Rubric:
     return Rubric([*checks, *judged], name="task", version="1")
 
 
-def judged_round(iteration: int, draft: str, critique: Critique, seconds: float) -> Round:
-    """The round a critique makes of a draft."""
+class UncheckedConstraintsWarning(UserWarning):
+    """The task states constraints that the rubric given for it does not check."""
+
+
+def warn_unchecked_constraints(task: str, rubric: Rubric) -> None:
+    """Say loudly when ``rubric=`` replaces constraints the task itself states.
+
+    A rubric passed by the user wins over the task's stated constraints (it is
+    the user's definition of done), so "EXACTLY 12 words" in the task is not
+    checked unless the rubric checks it; silently dropping it surprised users.
+
+    >>> import warnings
+    >>> from agentic_loop.judges import Rubric
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn_unchecked_constraints("Say hi in exactly 2 words.",
+    ...                                Rubric.for_constraints(lowercase=True))
+    >>> seen[0].category.__name__, "exact_words=2" in str(seen[0].message)
+    ('UncheckedConstraintsWarning', True)
+    """
+    stated = constraints_from_task(task)
+    missing = {k: v for k, v in stated.items() if k not in rubric.constraints}
+    if missing:
+        listed = ", ".join(f"{k}={v!r}" for k, v in missing.items())
+        warnings.warn(UncheckedConstraintsWarning(
+            f"the task states constraints the rubric {rubric.name!r} does not check: {listed}; "
+            f"add them to the rubric (Rubric.for_constraints(..., {listed})) or leave rubric= "
+            "out to check them"), stacklevel=3)
+
+
+def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
+                 prompt: DraftPrompt | None = None, cut_from: int | None = None) -> Round:
+    """The round a critique makes of a draft (written from ``prompt``, cut from ``cut_from``)."""
     return Round(iteration=iteration, draft=draft, score=critique.score, passed=critique.passed,
                  features=dict(critique.values), critique=critique.critique,
                  overall_score=critique.overall_score, feedback=critique.feedback,
-                 latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards))
+                 latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
+                 prompt=prompt, cut_from=cut_from)
+
+
+_sent: ContextVar[list[DraftPrompt] | None] = ContextVar("agentic_loop_sent", default=None)
+
+
+@contextmanager
+def recording_prompts() -> Iterator[list[DraftPrompt]]:
+    """Collect the prompt of every generation call made in this context (one node's run).
+
+    :meth:`LoopNodes._call` appends to it; the node wrapper stores the last one
+    with the draft it produced, so a subclass node that only returns
+    ``{"draft": self._call(...)}`` still gets its prompt recorded.
+    """
+    sent: list[DraftPrompt] = []
+    token = _sent.set(sent)
+    try:
+        yield sent
+    finally:
+        _sent.reset(token)
 
 
 def node_metadata(node: str, state: LoopState, update: dict[str, Any]) -> dict[str, Any]:
@@ -109,48 +178,79 @@ class LoopNodes:
     critique_text: bool
     critic_retries: int
     retry: RetryPolicy
+    max_output_chars: int | None
 
     # -- configuration shared by nodes --------------------------------------
     def rubric_for(self, task: str, config: RunnableConfig | None = None) -> Rubric:
         """The rubric of this run: ``run(rubric=...)``, else the architecture's, else the task's."""
         given = ((config or {}).get("configurable") or {}).get("rubric")
-        return given or self.rubric or task_rubric(task)
+        rubric: Rubric | None = given or self.rubric
+        if rubric is None:
+            return task_rubric(task)
+        warn_unchecked_constraints(task, rubric)
+        return rubric
 
     def requirements(self, task: str, config: RunnableConfig | None = None) -> str:
-        """The verifiable requirements (check features) as a bullet list for prompts.
+        """The verifiable requirements of this run's rubric, as prompts show them.
 
-        Judged features are left out: "it is engaging" is the critic's business,
-        and a small model tends to answer such lines instead of the task.
+        See :func:`~agentic_loop.prompt_format.rubric_requirements`.
         """
-        return "\n".join(f"- {f.description}"
-                         for f in self.rubric_for(task, config).check_features)
+        return rubric_requirements(self.rubric_for(task, config))
 
     def critic_for(self, rubric: Rubric) -> Critic:
         """The critic of a rubric, with this architecture's judging options."""
         return Critic(self.llm, rubric, max_retries=self.critic_retries,
                       critique_text=self.critique_text, checks_first=self.checks_first)
 
-    def _call(self, messages: Sequence[BaseMessage], config: RunnableConfig,
+    def _call(self, prompt: DraftPrompt | Sequence[BaseMessage], config: RunnableConfig,
               iteration: int) -> str:
-        """One generation call, through the retry policy; the cleaned text."""
+        """One generation call, through the retry policy; the cleaned text.
+
+        ``prompt`` is a :class:`DraftPrompt` (sent as its messages) or messages
+        built by hand (recorded as a ``"custom"`` prompt); either way the node
+        wrapper keeps it with the draft (see :func:`recording_prompts`).
+        """
+        if isinstance(prompt, DraftPrompt):
+            record, messages = prompt, chat_messages(prompt)
+        else:
+            record, messages = DraftPrompt.of_messages(prompt), list(prompt)
+        sent = _sent.get()
+        if sent is not None:
+            sent.append(record)
         cfg: RunnableConfig = {"metadata": {"iteration": iteration}}
-        answer = self.retry.invoke(self.llm, list(messages), cfg, what="generation")
+        answer = self.retry.invoke(self.llm, messages, cfg, what="generation")
         return clean_output(message_text(answer))
+
+    def _bounded_draft(self, draft: Any, sent: Sequence[DraftPrompt]) -> dict[str, Any]:
+        """A node's new draft as the state keeps it: clean, cut to ``max_output_chars``, with
+        the prompt it came from and the length it was cut from (see :func:`bound_output`)."""
+        text, cut_from = bound_output(draft if isinstance(draft, str) else str(draft),
+                                      self.max_output_chars)
+        return {"draft": text, "draft_cut_from": cut_from,
+                "draft_prompt": sent[-1] if sent else None}
 
     @staticmethod
     def _start(state: LoopState) -> dict[str, Any]:
-        """Fields the first node sets once per run (kept on resume)."""
+        """Fields the first node sets once per run (kept on resume).
+
+        The node wrapper starts every run with
+        :func:`~agentic_loop.architectures.state.fresh_run`, which sets them; this
+        covers a node run outside that wrapper.
+        """
         if state.get("run_id"):
             return {}
         return {"run_id": uuid.uuid4().hex, "started_at": time.time()}
 
     # -- nodes ----------------------------------------------------------------
-    def _first_messages(self, state: LoopState, config: RunnableConfig) -> list[BaseMessage]:
-        """The prompt of a fresh draft: task, requirements, exemplars, lessons."""
+    def _first_messages(self, state: LoopState, config: RunnableConfig) -> DraftPrompt:
+        """The prompt of a fresh draft: task, requirements, exemplars, lessons.
+
+        A :class:`DraftPrompt`, which :meth:`_call` sends as its messages.
+        """
         task = state["task"]
-        return generate_messages(task, self.requirements(task, config),
-                                 state.get("exemplars", ()), state.get("reflections", ()),
-                                 vary_structure=bool(state.get("exemplars")))
+        return fresh_draft_prompt(task, self.requirements(task, config),
+                                  state.get("exemplars") or (), state.get("reflections") or (),
+                                  vary_structure=bool(state.get("exemplars")))
 
     def _generate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         update = self._start(state)
@@ -164,7 +264,9 @@ class LoopNodes:
         started = time.perf_counter()
         critique = self.critic_for(self.rubric_for(task, config)).critique(task, draft)
         return {"rounds": [judged_round(state.get("iteration", 0), draft, critique,
-                                        time.perf_counter() - started)]}
+                                        time.perf_counter() - started,
+                                        prompt=state.get("draft_prompt"),
+                                        cut_from=state.get("draft_cut_from"))]}
 
     def _critique(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         return {} if state.get("errors") else self._judge(state, config)
@@ -172,10 +274,10 @@ class LoopNodes:
     def _refine(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         task, last = state["task"], state["rounds"][-1]
         iteration = state.get("iteration", 0) + 1
-        messages = (self._first_messages(state, config) if self.refine == "resample" else
-                    refine_messages(task, last.draft, last.feedback or "",
-                                    self.requirements(task, config)))
-        return {"draft": self._call(messages, config, iteration), "iteration": iteration}
+        prompt = (self._first_messages(state, config) if self.refine == "resample" else
+                  refine_prompt(task, last.draft, last.feedback or "",
+                                self.requirements(task, config)))
+        return {"draft": self._call(prompt, config, iteration), "iteration": iteration}
 
     def _route(self, state: LoopState) -> str:
         return "finalize" if self.stop_reason(state) else "refine"
@@ -210,19 +312,38 @@ class LoopNodes:
 
     # -- finalize -----------------------------------------------------------------
     def _finalize(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Pick the best round, run the hook, and log the run's one trajectory."""
-        update = self._start(state)
+        """Pick the best round, run the hook, and log the run's one trajectory.
+
+        The hook (memory) and the log are independent: a failure of either is
+        recorded as an error of the run and the other still happens; the
+        output is set before both, so it survives them.
+        """
+        update: dict[str, Any] = {}
         best = best_round(state.get("rounds", []))
         update["final"] = best
         update["stop_reason"] = self.stop_reason(state) or "max_iterations"
         merged: dict[str, Any] = {**state, **update}
-        extra = self._on_finalize(merged, config) if best and not state.get("errors") else {}
-        update.update(extra)
-        merged.update(extra)
+        errors: list[str] = []
+        if best and not state.get("errors"):
+            try:
+                extra = self._on_finalize(merged, config)
+            except Exception as exc:  # recorded: the run and its trajectory go on without it
+                extra = {"archived": False}
+                error = f"finalize: {self.name} memory: {type(exc).__name__}: {exc}"
+                errors.append(error[:MAX_ERROR_CHARS])
+            update.update(extra)
+            merged.update(extra)
+        merged["errors"] = [*state.get("errors", []), *errors]
         trajectory = self.trajectory_for(merged, config)
         if self.trajectories is not None:
-            self.trajectories.append(trajectory)
-        update.update(trajectory=trajectory, trajectory_id=trajectory.id)
+            try:
+                self.trajectories.append(trajectory)
+            except Exception as exc:  # recorded in the result: the output is kept
+                error = f"finalize: trajectory log: {type(exc).__name__}: {exc}"
+                errors.append(error[:MAX_ERROR_CHARS])
+                trajectory = trajectory.model_copy(
+                    update={"errors": [*trajectory.errors, errors[-1]]}).storable()
+        update.update(trajectory=trajectory, trajectory_id=trajectory.id, errors=errors)
         return update
 
     def _on_finalize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:

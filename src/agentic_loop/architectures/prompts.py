@@ -1,5 +1,11 @@
 """The prompts the architectures send. Short and literal: they must work on a 135M model.
 
+Each prompt is built as a :class:`~agentic_loop.prompt_format.DraftPrompt`
+first (the record a round keeps) and sent as that record's messages, so what
+the trajectory says was asked is what was asked. The fresh-draft template
+itself lives in :mod:`agentic_loop.prompt_format`, where the exporter rebuilds
+it without importing the graphs.
+
 Example:
     >>> print(generate_messages("Name a color.", "- Use exactly 1 words.")[1].content)
     Name a color.
@@ -14,47 +20,46 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-__all__ = ["SYSTEM", "clean_output", "generate_messages", "reflect_messages", "refine_messages"]
+from agentic_loop.prompt_format import SYSTEM, DraftPrompt, fresh_draft_prompt
+from agentic_loop.trajectories import clean_text
 
-SYSTEM = ("You are a precise writer. Reply with the requested text only: no preamble, "
-          "no explanation, no quotation marks.")
+__all__ = ["SYSTEM", "bound_output", "chat_messages", "clean_output", "fresh_draft_prompt",
+           "generate_messages", "reflect_messages", "refine_messages", "refine_prompt"]
+
+_ROLES: dict[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage,
+                                        "assistant": AIMessage}
 
 
-def _block(title: str, lines: Sequence[str]) -> str:
-    return f"{title}:\n" + "\n".join(lines) if lines else ""
+def chat_messages(prompt: DraftPrompt) -> list[BaseMessage]:
+    """A prompt record as the LangChain messages a chat model is sent."""
+    return [_ROLES[m["role"]](m["content"]) for m in prompt.messages()]
 
 
 def generate_messages(task: str, requirements: str = "", exemplars: Sequence[dict[str, Any]] = (),
                       reflections: Sequence[dict[str, Any]] = (),
                       vary_structure: bool = False) -> list[BaseMessage]:
     """First draft: the task, its requirements, similar accepted examples, past lessons."""
-    parts = [task.strip()]
-    if requirements:
-        parts.append(_block("Requirements", [requirements]))
-    if exemplars:
-        shown = [f"Task: {e['task']}\nAccepted answer: {e['output']}" for e in exemplars]
-        note = ("Learn from what makes them good, but vary the structure and wording: "
-                "do not copy them." if vary_structure else "")
-        parts.append("Examples of accepted answers to similar tasks:\n\n" + "\n\n".join(shown)
-                     + ("\n\n" + note if note else ""))
-    if reflections:
-        parts.append(_block("Lessons from earlier failed attempts at similar tasks",
-                            [f"- {r['reflection']}" for r in reflections]))
-    return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(p for p in parts if p))]
+    return chat_messages(fresh_draft_prompt(task, requirements, exemplars, reflections,
+                                            vary_structure=vary_structure))
+
+
+def refine_prompt(task: str, draft: str, feedback: str, requirements: str = "") -> DraftPrompt:
+    """Rewrite a draft to address the critique (the record; :func:`refine_messages` sends it)."""
+    parts = {"task": f"Task: {task.strip()}",
+             "requirements": f"Requirements:\n{requirements}" if requirements else "",
+             "previous": f"Previous answer:\n{draft}",
+             "fix": f"What to fix:\n{feedback.strip() or 'Make it better.'}",
+             "instruction": "Write the improved answer now. Reply with the answer only."}
+    return DraftPrompt(template="refine", system=SYSTEM,
+                       parts={k: v for k, v in parts.items() if v})
 
 
 def refine_messages(task: str, draft: str, feedback: str,
                     requirements: str = "") -> list[BaseMessage]:
     """Rewrite a draft to address the critique."""
-    parts = [f"Task: {task.strip()}"]
-    if requirements:
-        parts.append(_block("Requirements", [requirements]))
-    parts.append(f"Previous answer:\n{draft}")
-    parts.append(f"What to fix:\n{feedback.strip() or 'Make it better.'}")
-    parts.append("Write the improved answer now. Reply with the answer only.")
-    return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]
+    return chat_messages(refine_prompt(task, draft, feedback, requirements))
 
 
 def reflect_messages(task: str, attempt: str, failure: str) -> list[BaseMessage]:
@@ -68,6 +73,21 @@ def reflect_messages(task: str, attempt: str, failure: str) -> list[BaseMessage]
 
 
 _PREAMBLE = re.compile(r'^[^"\n]{0,100}:\s*\n*\s*(["“])(?P<body>[^"”\n]+)["”]\s*$')
+
+
+def bound_output(text: str, max_chars: int | None) -> tuple[str, int | None]:
+    """Model text as a draft may hold it: cleaned (:func:`~agentic_loop.trajectories.clean_text`)
+    and cut to ``max_chars``; also the length before the cut (None when nothing was cut).
+
+    >>> bound_output("ab\\x00cdef", 3)
+    ('abc', 6)
+    >>> bound_output("abc", None)
+    ('abc', None)
+    """
+    text = clean_text(text)
+    if max_chars is None or len(text) <= max_chars:
+        return text, None
+    return text[:max_chars], len(text)
 
 
 def clean_output(text: str) -> str:

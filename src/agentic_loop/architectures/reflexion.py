@@ -4,9 +4,12 @@ Verifiable checks run first; the LLM judge is asked only about attempts that
 pass them (the critic's ``checks_first`` mode: a failed check already decides
 the attempt, and the judge's call is saved). A failed attempt gets a short
 structured reflection (root cause, correction, lesson), asked through the
-architecture's retry policy and stored in
-:class:`~agentic_loop.memory.ReflexionMemory`; the next attempt, and later
-runs on similar tasks, see those lessons.
+architecture's retry policy and stored as a
+:class:`~agentic_loop.memory.ReflectionEntry`; the next attempt, and later
+runs on similar tasks, see those lessons. Reflections are read and written
+through the graph's LangGraph store, in ``("reflexion", <namespace>)``: by
+default a local :class:`~agentic_loop.memory.ReflexionMemory` on disk, or
+any store passed as ``store=`` (see :mod:`agentic_loop.memory.slots`).
 
 Example:
     >>> import tempfile
@@ -25,10 +28,12 @@ Example:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_store
 from langgraph.graph import END, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,8 +42,24 @@ from agentic_loop.architectures.base import Architecture
 from agentic_loop.architectures.prompts import reflect_messages
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.memory import ReflexionMemory
+from agentic_loop.memory.slots import UNSET, memory_slot
 
 __all__ = ["ReflectionNote", "Reflexion", "create_reflexion_graph"]
+
+
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def usable_lesson(text: str) -> bool:
+    """Whether a lesson is worth storing: two or more words and no template placeholder.
+
+    A small model sometimes fills the schema with the field's name (``{{lesson}}}``) or a
+    fragment; stored, it would be recalled into every later prompt on similar tasks.
+
+    >>> usable_lesson("Count the words before answering."), usable_lesson("{{lesson}}}")
+    (True, False)
+    """
+    return "{{" not in text and "}}" not in text and len(_WORD.findall(text)) >= 2
 
 
 class ReflectionNote(BaseModel):
@@ -57,19 +78,27 @@ class Reflexion(Architecture):
     draft itself), so the ``refine`` option of :class:`Architecture` does not apply.
 
     Args (beyond :class:`Architecture`):
-        memory: a :class:`~agentic_loop.memory.ReflexionMemory` or a path to one.
+        memory: a :class:`~agentic_loop.memory.ReflexionMemory` or a path to one (default
+            ``data/reflections``); omit it and pass ``store=`` to keep reflections in
+            that LangGraph store instead.
         k: reflections recalled for a task.
         min_similarity: ignore reflections on tasks less similar than this.
+        memory_namespace: namespace used when ``memory`` is a path, or in ``store``.
     """
 
     name = "reflexion"
     checks_first = True
 
     def __init__(self, llm: BaseChatModel | str, rubric: Any = None, *,
-                 memory: ReflexionMemory | str = "data/reflections", k: int = 3,
-                 min_similarity: float | None = 0.3, **kwargs: Any) -> None:
+                 memory: ReflexionMemory | str = UNSET, k: int = 3,
+                 min_similarity: float | None = 0.3, memory_namespace: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(llm, rubric, **kwargs)
-        self.memory = memory if isinstance(memory, ReflexionMemory) else ReflexionMemory(memory)
+        self.memory_slot = memory_slot("reflexion", memory, kwargs.get("store"),
+                                       memory_namespace, default_path="data/reflections",
+                                       owner=type(self).__name__)
+        self.store = self.memory_slot.store
+        self.memory: ReflexionMemory | None = self.memory_slot.local  # type: ignore[assignment]
         self.k = k
         self.min_similarity = min_similarity
 
@@ -98,9 +127,8 @@ class Reflexion(Architecture):
 
     def _recall(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         update = self._start(state)
-        if len(self.memory) == 0:
-            return {**update, "reflections": []}
-        hits = self.memory.search(state["task"], k=self.k, min_score=self.min_similarity)
+        hits = self.memory_slot.view(get_store()).search(state["task"], k=self.k,
+                                                         min_score=self.min_similarity)
         update["reflections"] = [{"id": h.entry.id, "task": h.entry.task,
                                   "reflection": h.entry.reflection} for h in hits]
         return update
@@ -120,11 +148,13 @@ class Reflexion(Architecture):
         note, _ = self.retry.invoke_structured(
             self.llm, ReflectionNote, reflect_messages(task, last.draft, failure),
             what="reflection")
-        stored = self.memory.add(
-            task, note.lesson, failure_summary=failure, outcome="failed",
-            trial=last.iteration,
-            metadata={"root_cause": note.root_cause, "correction": note.correction,
-                      "score": last.score, "run_id": state.get("run_id")})
+        if not usable_lesson(note.lesson):  # a placeholder or a fragment teaches nothing
+            return {}
+        stored = self.memory_slot.view(get_store()).add_many([{
+            "task": task, "reflection": note.lesson, "failure_summary": failure,
+            "outcome": "failed", "trial": last.iteration,
+            "metadata": {"root_cause": note.root_cause, "correction": note.correction,
+                         "score": last.score, "run_id": state.get("run_id")}}])[0]
         fresh = {"id": stored.entry.id, "task": task, "reflection": note.lesson}
         return {"reflections": [fresh, *state.get("reflections", [])][: self.k + 1]}
 
@@ -134,9 +164,13 @@ class Reflexion(Architecture):
 
 
 def create_reflexion_graph(llm: BaseChatModel | str, *,
-                           memory: ReflexionMemory | str = "data/reflections",
+                           memory: ReflexionMemory | str = UNSET,
                            checkpointer: Any = None, store: Any = None, name: str | None = None,
                            **kwargs: Any) -> CompiledStateGraph:
-    """A compiled Reflexion graph for apps that compose graphs (input: ``{"task": ...}``)."""
+    """A compiled Reflexion graph for apps that compose graphs (input: ``{"task": ...}``).
+
+    Reflections live in ``store`` when one is given, else in ``memory``
+    (default ``data/reflections``); see :class:`Reflexion`.
+    """
     return Reflexion(llm, memory=memory, checkpointer=checkpointer, store=store,
                      graph_name=name, **kwargs).build()

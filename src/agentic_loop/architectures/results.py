@@ -43,7 +43,8 @@ from agentic_loop.trajectories import Round, TokenUsage, Trajectory
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["RunResult", "best_round", "rubric_record", "summary_table", "trajectory_of"]
+__all__ = ["MAX_ERROR_CHARS", "RunResult", "best_round", "rubric_record", "summary_table",
+           "trajectory_of"]
 
 
 def best_round(rounds: Sequence[Round]) -> Round | None:
@@ -66,10 +67,18 @@ def rubric_record(rubric: Rubric) -> dict[str, Any]:
         return {"name": rubric.name, "version": rubric.version, "features": list(rubric.names)}
 
 
+#: An error message is kept to this many characters (an exception can quote a whole draft).
+MAX_ERROR_CHARS = 2_000
+
+
 def trajectory_of(state: Mapping[str, Any], *, architecture: str, model_id: str,
                   rubric: Rubric, accepted: bool,
                   run_metadata: Mapping[str, Any] | None = None) -> Trajectory:
-    """The trajectory of a finished (or failed) graph state; ``accepted`` is the stop rule's."""
+    """The trajectory of a finished (or failed) graph state; ``accepted`` is the stop rule's.
+
+    Always storable: error messages are cut to :data:`MAX_ERROR_CHARS` and no
+    text holds a character UTF-8 cannot write (:meth:`Trajectory.storable`).
+    """
     meta = run_metadata or {}
     usage = state.get("usage") or {}
     final: Round | None = state.get("final")
@@ -78,8 +87,8 @@ def trajectory_of(state: Mapping[str, Any], *, architecture: str, model_id: str,
         id=state.get("run_id") or uuid.uuid4().hex,
         architecture=architecture, model_id=model_id, task=state["task"],
         rubric=rubric_record(rubric),
-        exemplar_ids=[e["id"] for e in state.get("exemplars", [])],
-        reflection_ids=[r["id"] for r in state.get("reflections", [])],
+        exemplar_ids=[e["id"] for e in state.get("exemplars") or []],
+        reflection_ids=[r["id"] for r in state.get("reflections") or []],
         rounds=list(state.get("rounds", [])),
         final_output=final.draft if final else None,
         final_score=final.score if final else None,
@@ -87,10 +96,10 @@ def trajectory_of(state: Mapping[str, Any], *, architecture: str, model_id: str,
         stop_reason=state.get("stop_reason"),
         latency_s=round(time.time() - started, 4),
         usage=TokenUsage(**{k: usage.get(k, 0) for k in TokenUsage.model_fields}),
-        errors=list(state.get("errors", [])),
+        errors=[e[:MAX_ERROR_CHARS] for e in state.get("errors") or []],
         user_id_hash=meta.get("user_id_hash"), consent=meta.get("consent"),
         metadata=dict(meta.get("metadata") or {}),
-    )
+    ).storable()
 
 
 class RunResult(BaseModel):

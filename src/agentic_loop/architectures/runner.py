@@ -34,6 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agentic_loop.architectures.nodes import LoopNodes
 from agentic_loop.architectures.results import RunResult
+from agentic_loop.architectures.state import plain_values
 from agentic_loop.errors import ConfigError, TaskError
 from agentic_loop.judges import Rubric
 from agentic_loop.trajectories import hash_user_id
@@ -72,8 +73,13 @@ def run_specs(architecture: Runner, tasks: Sequence[str | TaskLike], *,
     that is refused or whose run raises comes back as a :class:`RunResult`
     holding the error. ``progress`` names a progress bar drawn on ``console``
     (rich; none by default). ``kwargs`` go to every :meth:`Runner.run`. With
-    the local model, concurrent runs share decoding batches.
+    the local model, concurrent runs share decoding batches. Tasks given one
+    ``thread_id`` are a conversation: they run one after another, in order,
+    each a fresh run on that thread.
     """
+    if kwargs.get("thread_id") is not None:
+        max_concurrency = 1
+
     def one(item: Any) -> RunResult:
         task, run_kwargs = _task_and_kwargs(item, kwargs)
         try:
@@ -99,16 +105,9 @@ def _progress_bar(label: str | None, total: int,
     if label is None:
         yield lambda: None
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from agentic_loop.progress import progress_bar
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
+    with progress_bar(console=console) as bar:
         job = bar.add_task(label, total=total)
         yield lambda: bar.advance(job)
 
@@ -205,7 +204,7 @@ class Runner(LoopNodes):
 
     async def abatch(self, tasks: Sequence[str | TaskLike], *, max_concurrency: int = 4,
                      **kwargs: Any) -> list[RunResult]:
-        """Async :meth:`batch` (items as in :func:`run_specs`)."""
+        """Async :meth:`batch` (items as in :func:`run_specs`; one thread: in order)."""
         gate = asyncio.Semaphore(max(1, max_concurrency))
 
         async def one(item: Any) -> RunResult:
@@ -217,12 +216,14 @@ class Runner(LoopNodes):
                     return RunResult.refused(task, exc, architecture=self.name,
                                              model_id=self.model_id)
 
+        if kwargs.get("thread_id") is not None:  # a conversation: one run after another
+            return [await one(t) for t in tasks]
         return list(await asyncio.gather(*(one(t) for t in tasks)))
 
     def stream(self, task: str, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Yield ``(node, state update)`` as each node finishes."""
+        """Yield ``(node, state update)`` as each node finishes (reducer overwrites unwrapped)."""
         task = self.validate_task(task)
         for chunk in self.build().stream({"task": task}, self.config(**kwargs),
                                          stream_mode="updates"):
             for node, update in chunk.items():
-                yield node, update or {}
+                yield node, plain_values(update or {})

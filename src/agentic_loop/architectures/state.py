@@ -4,6 +4,13 @@ A ``TypedDict`` with reducers, as LangGraph expects, so the graphs work as
 subgraphs of a user's graph and under a checkpointer: ``rounds`` and
 ``errors`` accumulate, ``usage`` sums, everything else is last-write-wins.
 
+A thread is a conversation, not a run: the first node of every run applies
+:func:`fresh_run` (a new ``run_id``; rounds, errors, usage, drafts, memory
+and results reset with LangGraph's ``Overwrite``), so a second task on a
+thread never inherits the first one's rounds or output, while the thread's
+checkpoint history keeps both runs. (A resumed run does not pass its first
+node again, so it keeps what it had.)
+
 Rounds are :class:`~agentic_loop.trajectories.Round` models, the same objects
 the trajectory stores and ``RunResult.trace`` shows; ``finalize`` leaves the
 run's :class:`~agentic_loop.trajectories.Trajectory` in ``trajectory``.
@@ -17,24 +24,32 @@ Example:
     >>> add_usage({"llm_calls": 1, "input_tokens": 5}, {"llm_calls": 2})
     {'llm_calls': 3, 'input_tokens': 5}
     >>> sorted(name for _, name in STATE_MODELS)
-    ['Round', 'TokenUsage', 'Trajectory']
+    ['DraftPrompt', 'Round', 'TokenUsage', 'Trajectory']
+    >>> start = fresh_run()
+    >>> start["rounds"].value, start["final"], len(start["run_id"])
+    ([], None, 32)
 """
 
 from __future__ import annotations
 
 import operator
+import time
+import uuid
 from typing import Annotated, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
+from agentic_loop.prompt_format import DraftPrompt
 from agentic_loop.trajectories import Round, TokenUsage, Trajectory
 
-__all__ = ["STATE_MODELS", "LoopState", "add_usage", "allow_state_types"]
+__all__ = ["STATE_MODELS", "LoopState", "add_usage", "allow_state_types", "fresh_run",
+           "merge_updates", "plain_values", "with_error"]
 
 #: The pydantic models a checkpoint of the state holds, as (module, name).
 STATE_MODELS: frozenset[tuple[str, str]] = frozenset(
-    (model.__module__, model.__name__) for model in (Round, Trajectory, TokenUsage))
+    (model.__module__, model.__name__) for model in (Round, Trajectory, TokenUsage, DraftPrompt))
 
 
 def allow_state_types(checkpointer: Any) -> Any:
@@ -57,6 +72,58 @@ def add_usage(left: dict[str, int] | None, right: dict[str, int] | None) -> dict
     return out
 
 
+def fresh_run() -> dict[str, Any]:
+    """The state update that starts a new run; the first node of every run applies it.
+
+    Every field a run writes is reset (the run's input fields are left as
+    given), the accumulating ones (``rounds``, ``errors``, ``usage``) with
+    ``Overwrite`` so their reducers do not add the thread's previous run to
+    the new one.
+    """
+    return {
+        "run_id": uuid.uuid4().hex, "started_at": time.time(), "exemplars": [],
+        "reflections": [], "draft": "", "draft_prompt": None, "draft_cut_from": None,
+        "iteration": 0, "rounds": Overwrite([]), "usage": Overwrite({}),
+        "errors": Overwrite([]), "stop_reason": None, "final": None, "archived": False,
+        "trajectory_id": None, "trajectory": None,
+        # the output fields a served graph adds (schemas.GraphState): no output yet
+        "output": None, "score": None, "passed": False, "features": {}, "iterations": 0}
+
+
+def plain_values(update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` as the state will read after it: ``Overwrite`` wrappers unwrapped."""
+    return {k: v.value if isinstance(v, Overwrite) else v for k, v in update.items()}
+
+
+def merge_updates(first: dict[str, Any], then: dict[str, Any]) -> dict[str, Any]:
+    """One update doing ``first`` then ``then`` (a field ``first`` overwrites stays overwritten).
+
+    >>> merged = merge_updates({"errors": Overwrite([]), "draft": ""},
+    ...                        {"errors": ["boom"], "draft": "x"})
+    >>> plain_values(merged)
+    {'errors': ['boom'], 'draft': 'x'}
+    """
+    merged = dict(first)
+    for key, value in then.items():
+        before = merged.get(key)
+        if isinstance(before, Overwrite) and not isinstance(value, Overwrite):
+            if isinstance(before.value, dict):
+                value = Overwrite({**before.value, **value})
+            else:
+                value = Overwrite([*before.value, *value])
+        merged[key] = value
+    return merged
+
+
+def with_error(update: dict[str, Any], error: str) -> dict[str, Any]:
+    """``update`` with one more error.
+
+    >>> with_error({"errors": Overwrite([])}, "boom")["errors"].value
+    ['boom']
+    """
+    return merge_updates(update, {"errors": [error]})
+
+
 class LoopState(TypedDict, total=False):
     """Input: ``task``. Output: ``final`` (best round), ``trajectory`` and the whole history."""
 
@@ -66,12 +133,15 @@ class LoopState(TypedDict, total=False):
     exemplars: list[dict[str, Any]]
     reflections: list[dict[str, Any]]
     draft: str
+    #: the prompt ``draft`` was written from, and its length when it was cut (else None)
+    draft_prompt: DraftPrompt | None
+    draft_cut_from: int | None
     iteration: int
     rounds: Annotated[list[Round], operator.add]
     usage: Annotated[dict[str, int], add_usage]
     errors: Annotated[list[str], operator.add]
-    stop_reason: str
+    stop_reason: str | None
     final: Round | None
     archived: bool
-    trajectory_id: str
-    trajectory: Trajectory
+    trajectory_id: str | None
+    trajectory: Trajectory | None

@@ -32,7 +32,7 @@ app = typer.Typer(
 )
 
 #: Command modules, imported so they register their commands on ``app``.
-COMMAND_MODULES = ("run", "archive", "export", "distill", "release", "serve", "demo")
+COMMAND_MODULES = ("run", "archive", "export", "distill", "release", "serve", "demo", "forget")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"agentic_loop.cli.{_name}")

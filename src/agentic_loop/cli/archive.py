@@ -81,6 +81,9 @@ def search(query: str, archive: ArchiveDir = Path("data/archive"), namespace: Na
 
     Example: agentic-loop archive search "museum tagline"
     """
+    if not query.strip():
+        raise ConfigError('QUERY is empty; pass the task text to search for, e.g. '
+                          'agentic-loop archive search "museum tagline"')
     store = open_archive(archive, namespace)
     if len(store) == 0:
         raise ConfigError(f"archive {archive} is empty; add outputs first or pass "

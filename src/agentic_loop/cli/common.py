@@ -4,8 +4,10 @@ Errors: a command never catches the package's errors itself. Anything it
 raises that derives from :class:`~agentic_loop.errors.AgenticLoopError`
 (a bad flag, a missing file, a model that will not load) is caught once, by
 :class:`AgenticLoopGroup`, the click group behind ``app``: it prints
-``error: <message>`` on stderr and exits with code 2. Anything else is a
-bug and keeps its traceback.
+``error: <message>`` on stderr and exits with code 2. So does an
+:class:`OSError` (a path the user named is missing, a folder, unreadable,
+on a read-only or full disk): the machine is in the way, not the code, and
+the line names the path. Anything else is a bug and keeps its traceback.
 
 Example:
     >>> import typer
@@ -21,6 +23,8 @@ Example:
     >>> result = CliRunner().invoke(demo, ["hello", "--n", "0"])
     >>> result.exit_code, result.stderr
     (2, 'error: --n must be at least 1, got 0\\n')
+    >>> describe_os_error(PermissionError(13, "Permission denied", "/data/x"))  # doctest: +ELLIPSIS
+    'cannot use /data/x: permission denied; check that it exists, is ... and its permissions'
 """
 
 from __future__ import annotations
@@ -29,12 +33,13 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from typer.core import TyperGroup
 
 from agentic_loop.errors import AgenticLoopError
+from agentic_loop.progress import progress_bar as package_progress_bar
 
-__all__ = ["AgenticLoopGroup", "console", "err_console", "progress_bar"]
+__all__ = ["AgenticLoopGroup", "console", "describe_os_error", "err_console", "progress_bar"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -57,11 +62,25 @@ class AgenticLoopGroup(TyperGroup):
         except AgenticLoopError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(USER_ERROR_EXIT) from None
+        except BrokenPipeError:
+            raise  # the reader of our output went away (``| head``): click handles it
+        except OSError as exc:
+            typer.echo(f"error: {describe_os_error(exc)}", err=True)
+            raise typer.Exit(USER_ERROR_EXIT) from None
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for a failed file operation: the path, what the system said, what to check."""
+    said = exc.strerror or str(exc) or type(exc).__name__
+    said = said[:1].lower() + said[1:]
+    where = f" {exc.filename}" if exc.filename else ""
+    return (f"cannot use{where}: {said}; check that it exists, is the kind the option asks "
+            "for (file or folder), and its permissions")
 
 
 def progress_bar(*, on: Console | None = None, transient: bool = False,
                  disable: bool = False) -> Progress:
-    """The CLI's progress bar: description, bar, ``done/total``, elapsed time.
+    """The package's progress bar (:mod:`agentic_loop.progress`), on stderr by default.
 
     >>> with progress_bar(disable=True) as bar:
     ...     job = bar.add_task("exporting", total=2)
@@ -69,6 +88,4 @@ def progress_bar(*, on: Console | None = None, transient: bool = False,
     >>> bar.tasks[0].completed == 2
     True
     """
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=on or err_console, transient=transient,
-                    disable=disable)
+    return package_progress_bar(console=on or err_console, transient=transient, disable=disable)

@@ -4,6 +4,10 @@ Two forms:
 
 * ``--data DIR``: train on a dataset ``agentic-loop export`` wrote (TRL SFT,
   DPO or SFT then DPO; LoRA or full) and write the model and its card to ``--out``.
+  ``--method grpo`` trains online on tasks instead (``--data`` a task file or
+  an export folder), each task's locked rubric as the reward; ``--dry-run``
+  prints the TRL arguments and the (``accelerate launch``) command it would
+  run on this machine, and trains nothing.
 * ``--from-trajectories PATH``: the training loop in one command: export,
   train, evaluate against the registry's current model on ``--golden``,
   register, and promote when the gate passes.
@@ -44,12 +48,13 @@ def distill_command(
         "--out", "-o",
         help="Model folder (--data), or the loop's work folder (data/, model/, eval.*).")],
     data: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
-        "--data", help="A dataset folder written by `agentic-loop export`.")] = None,
+        "--data", help="A dataset folder written by `agentic-loop export` (grpo: or a task "
+                       "file).")] = None,
     from_trajectories: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
         "--from-trajectories",
         help="Run the whole loop from TrajectoryLog folders or .jsonl files (repeat for "
              "several).")] = None,
-    method: Annotated[str, typer.Option("--method", help="sft, dpo, or sft+dpo.")] = "sft",
+    method: Annotated[str, typer.Option("--method", help="sft, dpo, sft+dpo or grpo.")] = "sft",
     base: Annotated[str, typer.Option(
         "--base", help="Base model: local, local:<dir> or an HF dir.")] = "local",
     lora: Annotated[bool, typer.Option(
@@ -60,10 +65,15 @@ def distill_command(
     max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Passes over the data.")] = 1.0,
-    beta: Annotated[float, typer.Option("--beta", help="DPO's KL strength.")] = 0.1,
+    beta: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--beta", help="KL strength: DPO (default 0.1), GRPO (default 0.04, 0: no "
+                       "reference model).")] = None,
     learning_rate: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        "--learning-rate", help="Default: 2e-5 SFT, 5e-6 DPO (x10 with --lora).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Per-device batch size.")] = 4,
+        "--learning-rate",
+        help="Default: 2e-5 SFT, 5e-6 DPO, 1e-6 GRPO (x10 with --lora).")] = None,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", help="Per-device batch size (grpo: completions, a multiple of "
+                             "--num-generations).")] = 4,
     max_length: Annotated[int, typer.Option(
         "--max-length", help="Truncate sequences to N tokens.")] = 512,
     seed: Annotated[int, typer.Option("--seed", help="Seeds LoRA init, data order, dropout.")] = 0,
@@ -81,6 +91,33 @@ def distill_command(
         "--pii", help="The loop's export PII gate: spacy, regex or off.")] = "spacy",
     min_score: Annotated[float, typer.Option(
         "--min-score", help="The loop's export reward threshold, in [0, 1].")] = 0.8,
+    num_generations: Annotated[int, typer.Option(
+        "--num-generations", help="grpo: completions sampled per prompt.")] = 4,
+    max_completion_length: Annotated[int, typer.Option(
+        "--max-completion-length", help="grpo: tokens per sampled completion.")] = 128,
+    temperature: Annotated[float, typer.Option(
+        "--temperature", help="grpo: sampling temperature.")] = 1.0,
+    use_vllm: Annotated[Optional[bool], typer.Option(  # noqa: UP045
+        "--use-vllm/--no-vllm",
+        help="grpo: generate with vLLM (default: on a GPU with vllm installed).")] = None,
+    vllm_mode: Annotated[str, typer.Option(
+        "--vllm-mode", help="grpo: colocate (in the training process) or server.")] = "colocate",
+    reward_workers: Annotated[int, typer.Option(
+        "--reward-workers",
+        help="grpo: score rewards in N processes (for expensive checks: code tests).")] = 0,
+    check_reward_weight: Annotated[float, typer.Option(
+        "--check-reward-weight",
+        help="grpo: weight of each per-check reward (0: logged, not trained on).")] = 0.0,
+    format_penalty: Annotated[float, typer.Option(
+        "--format-penalty",
+        help="grpo: weight of -1 for empty or cut-off completions (0: off).")] = 0.0,
+    llm_features: Annotated[str, typer.Option(
+        "--llm-features",
+        help="grpo: a rubric's LLM-judged features: checks (score its checks only) or "
+             "refuse.")] = "checks",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
+    ] = False,
 ) -> None:
     """Distill data into a model's weights with TRL; or run export -> train -> eval -> promote.
 
@@ -89,6 +126,8 @@ def distill_command(
         agentic-loop distill --data data/distill --method sft+dpo --lora --out runs/m1
 
         agentic-loop distill --from-trajectories data/trajectories --golden g.jsonl --out runs/l1
+
+        agentic-loop distill --data tasks.jsonl --method grpo --lora --out runs/g1
     """
     if (data is None) == (not from_trajectories):
         raise ConfigError("pass exactly one of --data DIR (train on an export) and "
@@ -100,10 +139,21 @@ def distill_command(
                                "beta": beta, "learning_rate": learning_rate,
                                "batch_size": batch_size, "max_length": max_length, "seed": seed,
                                "resume": resume}
+    options.update(_grpo_options(method, {
+        "num_generations": num_generations, "max_completion_length": max_completion_length,
+        "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
+        "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
+        "format_penalty": format_penalty, "llm_features": llm_features}))
     from agentic_loop.distill.train import TrainSettings
 
-    TrainSettings(method=method, merge_lora=not no_merge,
-                  **{k: v for k, v in options.items() if k != "resume"})
+    settings = TrainSettings(method=method, merge_lora=not no_merge,
+                             **{k: v for k, v in options.items() if k != "resume"})
+    if dry_run:
+        if data is None:
+            raise ConfigError("--dry-run applies to --data (one training run); drop it with "
+                              "--from-trajectories")
+        _print_dry_run(settings, data, out, base, resume)
+        return
     if data is not None:
         from agentic_loop.distill.train import train
 
@@ -128,6 +178,73 @@ def distill_command(
                   highlight=False)
     for reason in loop.evaluation.reasons:
         console.print(f"  {escape(reason)}", highlight=False, soft_wrap=True)
+
+
+def _grpo_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
+    """GRPO's options for a grpo run; an error when one is set for another method."""
+    if method == "grpo":
+        return given
+    from agentic_loop.distill.train import TrainSettings
+
+    defaults = TrainSettings()
+    changed = [k for k, v in given.items() if v != getattr(defaults, k)]
+    if changed:
+        flags = ", ".join("--" + k.replace("_", "-") for k in changed)
+        raise ConfigError(f"{flags} apply to --method grpo only; drop them or pass --method grpo")
+    return {}
+
+
+def _cli_args(settings: Any, data: Path, out: Path, base: str, resume: bool) -> list[str]:
+    """The ``distill`` arguments that reproduce ``settings`` (non-default values only)."""
+    from dataclasses import fields
+
+    from agentic_loop.distill.train import TrainSettings
+
+    defaults = TrainSettings(method=settings.method)
+    args = ["distill", "--data", str(data), "--out", str(out), "--method", settings.method,
+            "--base", base]
+    flags = {"merge_lora": ("", "--no-merge"), "use_vllm": ("--use-vllm", "--no-vllm")}
+    for field in fields(settings):
+        value = getattr(settings, field.name)
+        if field.name == "method" or value == getattr(defaults, field.name):
+            continue
+        if isinstance(value, bool):
+            on, off = flags.get(field.name, ("--" + field.name.replace("_", "-"), ""))
+            args += [flag for flag in ((on if value else off),) if flag]
+        else:
+            args += ["--" + field.name.replace("_", "-"), str(value)]
+    return args if resume else [*args, "--no-resume"]
+
+
+def _print_dry_run(settings: Any, data: Path, out: Path, base: str, resume: bool) -> None:
+    import json
+    import shlex
+
+    from agentic_loop.distill.train import Device, accelerate_command, grpo_config_kwargs
+
+    device = Device.detect()
+    console.print(f"device: {device.gpus} GPU(s), precision {device.precision}, vLLM "
+                  f"{'installed' if device.vllm else 'not installed'}", highlight=False)
+    if settings.method == "grpo":
+        from agentic_loop.distill.train import RubricRewards, load_prompt_set
+
+        prompts = load_prompt_set(data, llm_features=settings.llm_features)
+        rewards = RubricRewards(prompts.tasks, check_weight=settings.check_reward_weight,
+                                format_penalty=settings.format_penalty,
+                                max_completion_length=settings.max_completion_length)
+        kwargs = grpo_config_kwargs(settings, device, out / "checkpoints" / "grpo",
+                                    reward_weights=rewards.weights)
+        console.print(f"prompts: {len(prompts.tasks)} tasks ({prompts.skipped} without a check "
+                      "left out)", highlight=False)
+        for note in prompts.notes:
+            console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
+        console.print("reward functions: " + ", ".join(
+            f"{f.__name__} (x{f.weight:g})" for f in rewards.functions), highlight=False,
+            soft_wrap=True)
+        console.print("GRPOConfig: " + escape(json.dumps(kwargs, default=str)), highlight=False,
+                      soft_wrap=True)
+    command = accelerate_command(_cli_args(settings, data, out, base, resume), device)
+    console.print("command: " + escape(shlex.join(command)), highlight=False, soft_wrap=True)
 
 
 def _print_training(result: TrainResult) -> None:

@@ -93,6 +93,10 @@ def export_command(
     dedup_threshold: Annotated[float, typer.Option(
         "--dedup-threshold",
         help="Cosine at which two SFT rows are near duplicates; 0: exact only.")] = 0.95,
+    with_exemplars: Annotated[bool, typer.Option(
+        "--with-exemplars",
+        help="Keep the exemplars and lessons in each row's prompt, as the run sent them. "
+             "Default: system message, task and requirements only.")] = False,
 ) -> None:
     """Export trajectories as SFT and DPO datasets (TRL conversational format) through a PII gate.
 
@@ -114,7 +118,8 @@ def export_command(
             min_gap=min_gap, archive=archive, reward=reward,  # type: ignore[arg-type]
             require_consent=require_consent, latency_z=latency_z or None,
             k_anonymity=k_anonymity, max_per_task=max_per_task,
-            dedup_threshold=dedup_threshold or None, progress=sink)
+            dedup_threshold=dedup_threshold or None, progress=sink,
+            include_exemplars=with_exemplars)
         sink.close()
     _print_summary(report)
 

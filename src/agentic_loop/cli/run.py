@@ -24,20 +24,36 @@ from agentic_loop.errors import ConfigError
 def build_architecture(arch: str, model: str, *, archive: Path, reflections: Path,
                        trajectories: Path | None, target_score: float, max_iterations: int,
                        max_tokens: int, refine: str = "feedback"):
-    """The architecture named ``arch`` on ``model``; names are checked before a model loads."""
-    from agentic_loop.architectures import architecture_class, create_architecture
+    """The architecture named ``arch`` on ``model``.
+
+    Everything a user can get wrong is checked before the model loads (which
+    takes seconds): the names, the model spec, and the stores the run will
+    use (a file where a folder belongs, a corrupt ``meta.json``, a folder of
+    another kind), so a typo costs no wait.
+    """
+    from agentic_loop.architectures import (
+        ArchiveRefine,
+        Reflexion,
+        architecture_class,
+        create_architecture,
+    )
     from agentic_loop.architectures.base import REFINE_MODES
+    from agentic_loop.memory import Archive, ReflexionMemory
     from agentic_loop.models import load_chat_model
+    from agentic_loop.models.spec import resolve_spec
     from agentic_loop.trajectories import TrajectoryLog
 
-    architecture_class(arch)  # the one check of a name, before a model is loaded
+    cls = architecture_class(arch)  # the one check of a name
     if refine not in REFINE_MODES:
         raise ConfigError(f"unknown --refine {refine!r}; choose one of {', '.join(REFINE_MODES)}")
+    resolve_spec(model)
+    log = TrajectoryLog(trajectories) if trajectories else None
+    store = Archive(archive) if cls is ArchiveRefine else None
+    memory = ReflexionMemory(reflections) if cls is Reflexion else None
     llm = load_chat_model(model, max_tokens=max_tokens)
     return create_architecture(
-        arch, llm, archive=str(archive), reflections=str(reflections), refine=refine,
-        target_score=target_score, max_iterations=max_iterations,
-        trajectories=TrajectoryLog(trajectories) if trajectories else None)
+        arch, llm, archive=store, reflections=memory, refine=refine,
+        target_score=target_score, max_iterations=max_iterations, trajectories=log)
 
 
 @app.command()

@@ -8,7 +8,8 @@ Three stages, one subpackage each, each importable on its own:
     (:func:`export_datasets`).
 :mod:`agentic_loop.distill.train`
     an exported folder into a trained model and its ``model_card.yaml``
-    (:func:`train`: TRL SFT and/or DPO, LoRA or full, resumable).
+    (:func:`train`: TRL SFT and/or DPO, LoRA or full, resumable; or GRPO on a
+    task file, each task's locked rubric as the reward).
 :mod:`agentic_loop.distill.release`
     a candidate against the current model on a golden set (:func:`evaluate_models`,
     :func:`gate`), then the :class:`Registry` (promote, rollback) and vLLM
@@ -46,6 +47,12 @@ from agentic_loop.distill.data import (
     sft_rows,
     trajectory_samples,
 )
+from agentic_loop.distill.data.forget import (
+    ForgetReport,
+    enforce_retention,
+    forget_user,
+    withdraw_consent,
+)
 from agentic_loop.distill.release import (
     Decision,
     EvalReport,
@@ -59,7 +66,7 @@ from agentic_loop.distill.release import (
     serve,
     serve_registered,
 )
-from agentic_loop.distill.train import TrainResult, train
+from agentic_loop.distill.train import RubricRewards, TrainResult, load_prompt_set, train
 
 __all__ = [
     "DEFAULT_ENTITIES",
@@ -68,11 +75,13 @@ __all__ = [
     "GateDecision",
     "Registry",
     "RegistryError",
+    "RubricRewards",
     "TrainResult",
     "VLLMServer",
     "distill_loop",
     "evaluate_models",
     "gate",
+    "load_prompt_set",
     "serve",
     "serve_registered",
     "train",
@@ -92,6 +101,10 @@ __all__ = [
     "Sample",
     "SftRow",
     "export_datasets",
+    "ForgetReport",
+    "enforce_retention",
+    "forget_user",
+    "withdraw_consent",
     "preference_pairs",
     "sft_rows",
     "trajectory_samples",

@@ -22,8 +22,10 @@ writes and reads such files, so they all get the same guarantees:
 * **Atomic compaction.** ``rewrite()`` replaces the whole file via a
   temporary file, ``fsync`` and ``os.replace``, refusing if the caller has
   not seen every record (which would lose them).
-* **Read-only reads.** :func:`read_snapshot` reads a log once without the
-  lock and without writing anything (a read-only disk, an export).
+* **Reads write nothing.** ``read``/``read_all`` never create a folder or a
+  lock file and work on a read-only disk (they take the lock only when its
+  file exists and opens); :func:`read_snapshot` reads a log once without
+  the lock at all (an export).
 
 Modules: :mod:`.log` (the :class:`JsonlLog` class), :mod:`.scan` (reading
 lines, naming bad ones, torn-tail repair), :mod:`.write` (encoding and

@@ -124,6 +124,39 @@ class JsonlLog(Generic[M]):
 
         Use it to make read-check-append sequences atomic across processes.
         """
+        self._acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Hold the lock for a read when that writes nothing; else read without it.
+
+        Why: reading must never need write access (a read-only disk, someone
+        else's logs) nor create a folder or a lock file. The lock only spares
+        a reader the line a writer is halfway through; writers append whole
+        lines and compact by renaming, so an unlocked read is still
+        consistent (a line mid-write reads as a torn tail, and the next read
+        takes it). A log no writer ever locked has no lock file and nothing
+        to wait for; a lock file that cannot be opened for writing (read-only
+        disk, another owner) is read past.
+        """
+        held = False
+        if os.path.exists(self._lock.lock_file):
+            try:
+                self._acquire()  # a timeout still raises LogLockTimeout
+                held = True
+            except OSError:
+                held = False
+        try:
+            yield
+        finally:
+            if held:
+                self._lock.release()
+
+    def _acquire(self) -> None:
         try:
             self._lock.acquire()
         except Timeout:
@@ -133,10 +166,6 @@ class JsonlLog(Generic[M]):
                 "for it to finish, or pass a larger lock_timeout (the lock is released "
                 "automatically when its process exits)"
             ) from None
-        try:
-            yield
-        finally:
-            self._lock.release()
 
     def append(self, record: M | dict[str, Any], *, consume: bool = False) -> None:
         """Append one record durably (fsync'd before returning). See :meth:`append_many`."""
@@ -188,7 +217,8 @@ class JsonlLog(Generic[M]):
 
         Cheap when nothing changed (one ``stat``, no lock). Corrupt lines
         and a torn last line are skipped and warned about once, naming
-        ``file:line``.
+        ``file:line``. Writes nothing (no folder, no lock file), so it works
+        on a read-only disk; a missing file reads as empty.
         """
         try:
             st = os.stat(self._path)
@@ -198,7 +228,7 @@ class JsonlLog(Generic[M]):
             return LogRead([], reset=reset)
         if (st.st_dev, st.st_ino) == self._identity and st.st_size == self._offset:
             return LogRead([])
-        with self.locked():
+        with self._reading():
             try:
                 fd = os.open(self._path, os.O_RDONLY)
             except FileNotFoundError:
@@ -229,7 +259,7 @@ class JsonlLog(Generic[M]):
 
     def read_all(self) -> list[M]:
         """Read every valid record from the start, without moving :meth:`read`'s position."""
-        with self.locked():
+        with self._reading():
             try:
                 fd = os.open(self._path, os.O_RDONLY)
             except FileNotFoundError:

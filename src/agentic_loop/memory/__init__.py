@@ -2,7 +2,10 @@
 
 Both are folders on disk (append-only JSONL plus a derived FAISS index),
 searched by task similarity, safe against crashes and shared between
-processes. :class:`ArchiveStore` exposes archives as a LangGraph store;
+processes. :class:`ArchiveStore` exposes them as a LangGraph store (the
+architectures' default); :func:`open_memory` applies the same policy
+(:class:`StoreMemory`) in any LangGraph store, such as a ``PostgresStore``
+built with :func:`store_index`;
 :func:`read_collections` reads their records without opening them (no
 embedder, nothing written), for exports.
 
@@ -24,7 +27,9 @@ from agentic_loop.memory.records import AddResult, ArchiveEntry, ReflectionEntry
 from agentic_loop.memory.reflexion import ReflexionMemory
 from agentic_loop.memory.snapshot import CollectionSnapshot, read_collections
 from agentic_loop.memory.stats import ArchiveStats
-from agentic_loop.memory.store import ArchiveStore
+from agentic_loop.memory.store import ArchiveStore, store_namespace
+from agentic_loop.memory.store_index import StoreEmbeddings, store_index
+from agentic_loop.memory.store_memory import StoreMemory, open_memory
 
 __all__ = [
     "AddResult",
@@ -43,6 +48,11 @@ __all__ = [
     "ReflectionEntry",
     "ReflexionMemory",
     "SearchHit",
+    "StoreEmbeddings",
+    "StoreMemory",
     "TextEmbedder",
+    "open_memory",
     "read_collections",
+    "store_index",
+    "store_namespace",
 ]

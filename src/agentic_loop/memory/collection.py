@@ -125,6 +125,8 @@ class RecordCollection(CollectionBase[R]):
                 f"search() needs a non-empty query string, got {query!r:.80}; pass the task text"
             )
         check_search_args(k, min_score, mmr)
+        if len(self) == 0:  # nothing to find: spare loading the embedding model
+            return []
         vector = self.embed([query])[0]
         return self.search_by_vector(vector, k, min_score=min_score, mmr=mmr, where=where)
 

@@ -1,25 +1,37 @@
-"""A LangGraph ``BaseStore`` whose namespaces are archives on disk.
+"""A LangGraph ``BaseStore`` whose namespaces are memory collections on disk.
 
-LangGraph graphs reach long-term memory through ``runtime.store``; apps
-that already run on a LangGraph store (``PostgresStore`` for many workers)
-expect that interface. :class:`ArchiveStore` gives it over our archives, so
-graph code can read and write exemplars the LangGraph way and keep the
-archive's durability, sharing between processes and similarity search:
+LangGraph graphs reach long-term memory through ``runtime.store``, and apps
+that run many workers pass a shared ``PostgresStore``. :class:`ArchiveStore`
+is the local default behind that interface: the architectures read and
+write memory through the graph's store, and when the user passes no store
+they get this one, so single-machine users keep the archive's durable log,
+its sharing between processes, its FAISS search and its near-duplicate
+gate:
 
-* a namespace tuple is an :class:`~agentic_loop.memory.archive.Archive`
-  folder under ``root`` (``("archive", "taglines")`` ->
-  ``root/archive/taglines``);
-* a key is an entry id, and a value is an archive entry's fields: ``task``
-  and ``output`` (required) plus any of ``score``, ``features``,
-  ``iterations``, ``model_id``, ``trajectory_id``, ``metadata``. Unknown
-  fields are an error rather than silently dropped;
+* a namespace is a collection folder: an
+  :class:`~agentic_loop.memory.archive.Archive`, or a
+  :class:`~agentic_loop.memory.reflexion.ReflexionMemory` when its values
+  are reflections. ``ArchiveStore(root)`` maps ``("archive", "taglines")``
+  to ``root/archive/taglines``; ``ArchiveStore(Archive(...))`` (or a list of
+  collections) serves exactly those collections, each at
+  :func:`store_namespace` of its kind and namespace (an existing archive
+  keeps its folder);
+* a key is a record id, and a value is the record's fields less ``id`` and
+  the times (:mod:`~agentic_loop.memory.store_values`): ``task`` and
+  ``output`` for an archive entry, ``task`` and ``reflection`` for a
+  reflection. Unknown fields are an error rather than silently dropped;
 * ``put`` stores or replaces (never rejected as a duplicate: a keyed write
   must be readable back), ``put(..., None)``/``delete`` deletes;
-* ``search(prefix, query=...)`` ranks by similarity of the entries' *task*
-  to the query, across every archive under the prefix; ``filter`` matches
-  value fields (``{"score": {"$gte": 8}}``, operators ``$eq $ne $gt $gte
-  $lt $lte``). The task is always what gets embedded, so ``index=`` may be
-  ``None``, ``False`` or ``["task"]``. TTLs are not supported.
+* ``search(prefix, query=...)`` ranks by similarity of the records' *task*
+  to the query, across every collection under the prefix; ``filter``
+  matches value fields (``{"score": {"$gte": 8}}``, operators ``$eq $ne
+  $gt $gte $lt $lte``). The task is always what gets embedded, so
+  ``index=`` may be ``None``, ``False`` or ``["task"]``. TTLs are not
+  supported.
+
+:func:`~agentic_loop.memory.store_memory.open_memory` hands the
+architectures the collection itself, so the policy (duplicate gate, MMR)
+runs on the FAISS indexes.
 
 Example:
     >>> import tempfile
@@ -29,6 +41,8 @@ Example:
     ...           "output": "Stories wait on every shelf.", "score": 9})
     >>> store.put(("archive", "taglines"), "t2", {"task": "Tagline for a bakery",
     ...           "output": "Warm bread, every morning.", "score": 7})
+    >>> store.put(("reflexion", "taglines"), "r1", {"task": "Tagline for a bakery",
+    ...           "reflection": "Name the product."})
     >>> store.get(("archive", "taglines"), "t1").value["output"]
     'Stories wait on every shelf.'
     >>> [item.key for item in store.search(("archive",), query="bookstore tagline", limit=1)]
@@ -36,7 +50,11 @@ Example:
     >>> [item.key for item in store.search(("archive",), filter={"score": {"$lt": 8}})]
     ['t2']
     >>> store.list_namespaces()
-    [('archive', 'taglines')]
+    [('archive', 'taglines'), ('reflexion', 'taglines')]
+    >>> from agentic_loop.memory.archive import Archive
+    >>> mounted = ArchiveStore(Archive(tempfile.mkdtemp(), "taglines", HashingEmbedder()))
+    >>> mounted.list_namespaces(), mounted.collection(("archive", "taglines")).namespace
+    ([('archive', 'taglines')], ('taglines',))
 """
 
 from __future__ import annotations
@@ -44,17 +62,17 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import numpy as np
 from langgraph.store.base import (
     BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -62,28 +80,65 @@ from langgraph.store.base import (
     SearchOp,
     validate_op_namespace,
 )
-from pydantic import ValidationError
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.archive import Archive
-from agentic_loop.memory.embeddings import Embedder, TextEmbedder, normalize_rows
+from agentic_loop.memory.collection import RecordCollection
+from agentic_loop.memory.embeddings import Embedder, TextEmbedder
 from agentic_loop.memory.errors import ArchiveError
-from agentic_loop.memory.layout import META, namespace_dir, namespace_of
-from agentic_loop.memory.meta import collection_dirs
-from agentic_loop.memory.records import ArchiveEntry
+from agentic_loop.memory.layout import META, Namespace, namespace_dir, namespace_of
+from agentic_loop.memory.meta import collection_dirs, read_meta
+from agentic_loop.memory.records import MemoryRecord
+from agentic_loop.memory.reflexion import ReflexionMemory
+from agentic_loop.memory.store_values import (
+    item_of,
+    kind_of_value,
+    match_condition,
+    matches,
+    record_of,
+    value_of,
+)
 
-__all__ = ["ArchiveStore"]
+__all__ = ["COLLECTIONS", "ArchiveStore", "store_namespace"]
 
-_MANAGED = frozenset({"id", "created_at", "updated_at"})
-_VALUE_FIELDS = sorted(set(ArchiveEntry.model_fields) - _MANAGED)
+Collection = RecordCollection[Any]
+
+COLLECTIONS: dict[str, type[RecordCollection[Any]]] = {
+    "archive": Archive,
+    "reflexion": ReflexionMemory,
+}
+"""The collection class of each memory kind (the first label of its store namespace)."""
+
+
+def store_namespace(kind: str, namespace: Namespace | None = None) -> tuple[str, ...]:
+    """The store namespace of a ``kind`` collection with ``namespace``: ``(kind, *labels)``,
+    or ``(kind, "default")`` for none.
+
+    >>> store_namespace("archive", "taglines"), store_namespace("reflexion")
+    (('archive', 'taglines'), ('reflexion', 'default'))
+    """
+    if namespace is None or namespace == ():
+        labels: tuple[str, ...] = ("default",)
+    else:
+        labels = (namespace,) if isinstance(namespace, str) else tuple(namespace)
+    for label in labels:
+        if not isinstance(label, str) or not label or "." in label:
+            raise ConfigError(
+                f"namespace {namespace!r} has the label {label!r}; LangGraph stores take "
+                "non-empty labels without periods: pass e.g. 'taglines' or ('users', 'ana')"
+            )
+    return (kind, *labels)
 
 
 class ArchiveStore(BaseStore):
-    """A LangGraph store over the archives under ``root`` (see the module docstring).
+    """A LangGraph store over memory collections on disk (see the module docstring).
 
-    ``embedder`` (default: the bundled all-MiniLM-L6-v2) is shared by every
-    namespace. ``dedup_threshold`` and ``exact_limit`` are passed to each
-    :class:`Archive`, so archives opened here and elsewhere keep the same
+    ``root`` is a folder (every namespace a collection under it), or an
+    :class:`Archive` / :class:`ReflexionMemory` or a list of them (a store
+    of exactly those). ``embedder`` (default: the first collection's, else
+    the bundled all-MiniLM-L6-v2) opens the collections of a folder.
+    ``dedup_threshold`` and ``exact_limit`` are passed to each archive
+    opened here, so archives opened here and elsewhere keep the same
     indexes; puts themselves are never rejected as duplicates.
     """
 
@@ -91,26 +146,40 @@ class ArchiveStore(BaseStore):
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | Collection | Sequence[Collection],
         embedder: TextEmbedder | None = None,
         *,
         dedup_threshold: float | None = 0.95,
         exact_limit: int = 50_000,
         lock_timeout: float = 60.0,
     ) -> None:
-        self.root = Path(root).expanduser()
-        if self.root.exists() and not self.root.is_dir():
-            raise ArchiveError(
-                f"cannot use {self.root} as the ArchiveStore root: a file is in the way; "
-                "pass the path of a folder"
-            )
-        self.embedder: TextEmbedder = embedder if embedder is not None else Embedder()
+        collections = _collections(root)
+        self._mounts: dict[tuple[str, ...], Collection] = {}
+        for collection in collections:
+            key = store_namespace(collection.kind, collection.namespace)
+            if key in self._mounts:
+                raise ConfigError(
+                    f"two collections map to the store namespace {key}; give them different "
+                    "namespaces"
+                )
+            self._mounts[key] = collection
+        self.root: Path | None = None
+        if not collections:
+            self.root = Path(root).expanduser()  # type: ignore[arg-type]
+            if self.root.exists() and not self.root.is_dir():
+                raise ArchiveError(
+                    f"cannot use {self.root} as the ArchiveStore root: a file is in the way; "
+                    "pass the path of a folder"
+                )
+        if embedder is None:
+            embedder = collections[0].embedder if collections else Embedder()
+        self.embedder: TextEmbedder = embedder
         self._options: dict[str, Any] = {
             "dedup_threshold": dedup_threshold,
             "exact_limit": exact_limit,
             "lock_timeout": lock_timeout,
         }
-        self._archives: dict[tuple[str, ...], Archive] = {}
+        self._open: dict[tuple[str, ...], Collection] = {}
         self._lock = threading.RLock()
 
     def __enter__(self) -> Self:
@@ -124,28 +193,78 @@ class ArchiveStore(BaseStore):
     ) -> None:
         self.close()
 
+    def __repr__(self) -> str:
+        where = str(self.root) if self.root is not None else sorted(self._mounts)
+        return f"ArchiveStore({where!r})"
+
     def close(self) -> None:
-        """Save the index rows computed here in every archive opened so far."""
+        """Save the index rows computed here in every collection opened so far."""
         with self._lock:
-            for archive in self._archives.values():
-                archive.close()
+            for collection in [*self._mounts.values(), *self._open.values()]:
+                collection.close()
+
+    def collection(
+        self, namespace: tuple[str, ...], kind: str | None = None, *, create: bool = True
+    ) -> Collection | None:
+        """The collection behind ``namespace``: created if needed (of ``kind``, default
+        ``"archive"``) unless ``create=False``, then ``None`` when there is none."""
+        key = tuple(namespace)
+        if kind is not None and kind not in COLLECTIONS:
+            raise ConfigError(f"kind={kind!r}: pass one of {', '.join(COLLECTIONS)}")
+        with self._lock:
+            found = self._mounts.get(key)  # (an empty collection is falsy: no `or` here)
+            if found is None:
+                found = self._open.get(key)
+            if found is None:
+                found = self._open_folder(key, kind, create)
+                if found is None:
+                    return None
+            if kind is not None and found.kind != kind:
+                raise ArchiveError(
+                    f"the store namespace {key} holds {found.kind!r} records, not {kind!r} "
+                    "ones; use another namespace"
+                )
+            return found
 
     def archive(self, namespace: tuple[str, ...], *, create: bool = True) -> Archive | None:
         """The :class:`Archive` behind ``namespace`` (created if needed, unless
         ``create=False``)."""
-        key = tuple(namespace)
-        with self._lock:
-            if key not in self._archives:
-                folder = namespace_dir(self.root, key)
-                if not create and not (folder / META).is_file():
-                    return None
-                self._archives[key] = Archive(self.root, key, self.embedder, **self._options)
-            return self._archives[key]
+        found = self.collection(namespace, "archive", create=create)
+        return found if isinstance(found, Archive) else None
+
+    def _open_folder(
+        self, key: tuple[str, ...], kind: str | None, create: bool
+    ) -> Collection | None:
+        if self.root is None:
+            if not create:
+                return None
+            raise ConfigError(
+                f"namespace {key} is not in this ArchiveStore, which holds only "
+                f"{sorted(self._mounts)}; pass ArchiveStore(<folder>) for a store of many "
+                "namespaces"
+            )
+        meta = read_meta(namespace_dir(self.root, key) / META)
+        if meta is None and not create:
+            return None
+        chosen = kind or (meta.kind if meta is not None else "archive")
+        cls = COLLECTIONS.get(chosen)
+        if cls is None:
+            raise ArchiveError(
+                f"the folder of namespace {key} holds a {chosen!r} collection, which this "
+                f"store does not serve; use a namespace of {', '.join(COLLECTIONS)} records"
+            )
+        options = dict(self._options)
+        if cls is ReflexionMemory:
+            options.pop("dedup_threshold")
+        collection = cls(self.root, key, self.embedder, **options)
+        self._open[key] = collection
+        return collection
 
     # -- BaseStore ------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order; consecutive puts are grouped into one durable write per archive."""
+        """Run ``ops`` in order; consecutive puts are grouped into one durable write per
+        collection."""
         ops = list(ops)
         for op in ops:
             validate_op_namespace(op)
@@ -178,9 +297,9 @@ class ArchiveStore(BaseStore):
     # -- operations -----------------------------------------------------------------
 
     def _get(self, op: GetOp) -> Item | None:
-        archive = self.archive(op.namespace, create=False)
-        entry = archive.get(op.key) if archive is not None else None
-        return None if entry is None else _item(tuple(op.namespace), entry)
+        collection = self.collection(op.namespace, create=False)
+        record = collection.get(op.key) if collection is not None else None
+        return None if record is None else item_of(tuple(op.namespace), record)
 
     def _flush(self, pending: dict[tuple[tuple[str, ...], str], PutOp]) -> None:
         if not pending:
@@ -190,14 +309,22 @@ class ArchiveStore(BaseStore):
             by_namespace.setdefault(namespace, []).append(op)
         pending.clear()
         for namespace, ops in by_namespace.items():
-            upserts = [_entry(namespace, op) for op in ops if op.value is not None]
+            upserts = [op for op in ops if op.value is not None]
             deletions = [op.key for op in ops if op.value is None]
             if upserts:
-                self.archive(namespace).add_many(upserts, dedup=False)  # type: ignore[union-attr]
+                existing = self.collection(namespace, create=False)
+                first = upserts[0].value or {}
+                kind = existing.kind if existing is not None else kind_of_value(first)
+                # Validated before a new collection's folder is created for them.
+                record_type = COLLECTIONS[kind].record_type
+                records = [_record(record_type, namespace, op) for op in upserts]
+                collection = existing if existing is not None else self.collection(namespace, kind)
+                assert collection is not None
+                collection.add_many(records, dedup=False)
             if deletions:
-                archive = self.archive(namespace, create=False)
-                if archive is not None:
-                    archive.delete(*deletions)
+                collection = self.collection(namespace, create=False)
+                if collection is not None:
+                    collection.delete(*deletions)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
@@ -209,133 +336,69 @@ class ArchiveStore(BaseStore):
         namespaces = self._namespaces(tuple(op.namespace_prefix))
         if wanted == 0 or not namespaces:
             return []
-        # Embedded once for all namespaces (they share the store's embedder).
-        vector = normalize_rows(self.embedder.embed([op.query]))[0] if op.query else None
+        vectors: dict[str, np.ndarray] = {}  # the query, embedded once per embedder
 
-        def keep(entry: ArchiveEntry) -> bool:
-            return op.filter is None or _matches(_value(entry), op.filter)
+        def keep(record: MemoryRecord) -> bool:
+            return op.filter is None or matches(value_of(record), op.filter)
 
         found: list[SearchItem] = []
         for namespace in namespaces:
-            archive = self.archive(namespace, create=False)
-            if archive is None:
+            collection = self.collection(namespace, create=False)
+            if collection is None:
                 continue
-            if vector is not None:
-                hits = archive.search_by_vector(vector, k=wanted, where=keep)
-                found.extend(_item(namespace, h.entry, h.similarity) for h in hits)
+            if op.query:
+                name = collection.embedder.name
+                if name not in vectors:
+                    vectors[name] = collection.embed([op.query])[0]
+                hits = collection.search_by_vector(vectors[name], k=wanted, where=keep)
+                found.extend(item_of(namespace, h.entry, h.similarity) for h in hits)
             else:
-                found.extend(_item(namespace, e) for e in archive.entries() if keep(e))
-        if vector is not None:
+                found.extend(item_of(namespace, r) for r in collection.entries() if keep(r))
+        if op.query:
             found.sort(key=lambda item: item.score or 0.0, reverse=True)
         return found[op.offset : wanted]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = op.match_conditions or ()
         namespaces = [
-            ns for ns in self._namespaces() if all(_match_condition(c, ns) for c in conditions)
+            ns for ns in self._namespaces() if all(match_condition(c, ns) for c in conditions)
         ]
         if op.max_depth is not None:
             namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
         return namespaces[op.offset : op.offset + op.limit]
 
     def _namespaces(self, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-        """Every namespace under ``root`` starting with ``prefix`` that holds an archive, sorted."""
-        base = namespace_dir(self.root, prefix)
-        if not base.is_dir():
-            return []
-        # A corrupted meta.json is reported when that archive is opened, not while listing.
-        folders = collection_dirs(base, Archive.kind, skip_corrupted=True)
-        return sorted(namespace_of(self.root, f) for f in folders if f != self.root)
+        """Every namespace starting with ``prefix`` that holds a collection, sorted."""
+        found = {ns for ns in self._mounts if ns[: len(prefix)] == prefix}
+        if self.root is not None:
+            base = namespace_dir(self.root, prefix)
+            if base.is_dir():
+                for kind in COLLECTIONS:
+                    # A corrupted meta.json is reported when that collection is opened.
+                    folders = collection_dirs(base, kind, skip_corrupted=True)
+                    found.update(namespace_of(self.root, f) for f in folders if f != self.root)
+        return sorted(found)
 
 
-# -- value mapping ------------------------------------------------------------------------
-
-
-def _entry(namespace: tuple[str, ...], op: PutOp) -> ArchiveEntry:
+def _record(record_type: type[MemoryRecord], namespace: tuple[str, ...], op: PutOp
+            ) -> MemoryRecord:
     if op.index is not None and op.index is not False and list(op.index) != ["task"]:
         raise ConfigError(
             f"index={op.index!r} (for key {op.key!r} in {namespace}) cannot be honoured: "
             "ArchiveStore always indexes the entry's 'task'; pass index=None"
         )
-    value = dict(op.value or {})
-    managed = _MANAGED & value.keys()
-    if managed:
-        raise ConfigError(
-            f"value for key {op.key!r} in {namespace} sets {sorted(managed)}, which the store "
-            "manages (the key is the id; times are set on write); remove them"
-        )
-    try:
-        return ArchiveEntry(id=op.key, **value)
-    except ValidationError as exc:
-        optional = ", ".join(f for f in _VALUE_FIELDS if f not in ("task", "output"))
-        raise ConfigError(
-            f"value for key {op.key!r} in {namespace} is not an archive entry; values need 'task' "
-            f"and 'output' strings and may have {optional}; problem: {exc}"
-        ) from exc
+    return record_of(record_type, namespace, op.key, op.value)
 
 
-def _value(entry: ArchiveEntry) -> dict[str, Any]:
-    return entry.model_dump(mode="json", exclude=set(_MANAGED))
-
-
-def _item(
-    namespace: tuple[str, ...], entry: ArchiveEntry, score: float | None = None
-) -> SearchItem:
-    return SearchItem(
-        namespace=namespace,
-        key=entry.id,
-        value=_value(entry),
-        created_at=entry.created_at,
-        updated_at=entry.stamp,
-        score=score,
+def _collections(root: object) -> list[Collection]:
+    """The collections ``root`` names (none when it is a path); :class:`ConfigError` otherwise."""
+    if isinstance(root, RecordCollection):
+        return [root]
+    if isinstance(root, str | os.PathLike):
+        return []
+    if isinstance(root, Sequence) and root and all(isinstance(c, RecordCollection) for c in root):
+        return list(root)
+    raise ConfigError(
+        f"ArchiveStore takes a folder path, an Archive or ReflexionMemory, or a list of them; "
+        f"got {type(root).__name__}: {root!r:.80}"
     )
-
-
-# -- filters and namespace matching -----------------------------------------------------
-
-_OPERATORS = {
-    "$eq": lambda a, b: a == b,
-    "$ne": lambda a, b: a != b,
-    "$gt": lambda a, b: a is not None and a > b,
-    "$gte": lambda a, b: a is not None and a >= b,
-    "$lt": lambda a, b: a is not None and a < b,
-    "$lte": lambda a, b: a is not None and a <= b,
-}
-
-
-def _matches(value: Any, condition: Any) -> bool:
-    """Whether ``value`` satisfies a LangGraph-style filter (nested dicts, ``$`` operators)."""
-    if isinstance(condition, Mapping):
-        if condition and all(isinstance(k, str) and k.startswith("$") for k in condition):
-            for operator, operand in condition.items():
-                test = _OPERATORS.get(operator)
-                if test is None:
-                    raise ConfigError(
-                        f"unsupported filter operator {operator!r}; use one of "
-                        f"{', '.join(_OPERATORS)}"
-                    )
-                try:
-                    if not test(value, operand):
-                        return False
-                except TypeError:
-                    return False
-            return True
-        return isinstance(value, Mapping) and all(
-            _matches(value.get(k), v) for k, v in condition.items()
-        )
-    return bool(value == condition)
-
-
-def _match_condition(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = tuple(condition.path)
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        part = namespace[: len(path)]
-    elif condition.match_type == "suffix":
-        part = namespace[len(namespace) - len(path) :]
-    else:
-        raise ConfigError(
-            f"unsupported namespace match type {condition.match_type!r}; use 'prefix' or 'suffix'"
-        )
-    return all(p == "*" or p == n for p, n in zip(path, part))

@@ -2,22 +2,27 @@
 
 Every returned model supports ``invoke``, ``batch``, ``stream`` and
 ``with_structured_output(Schema)``, so the architectures never care whether
-they run on the embedded CPU model, a distilled checkpoint or a vLLM server.
-No code path downloads from a model hub.
+they run on the embedded CPU model, a distilled checkpoint, a vLLM server or
+any LangChain chat model (bare or wrapped: see :mod:`.wrappers`).
+No code path downloads weights from a model hub.
 
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
     >>> fake = ScriptedChatModel(responses=["ok"])
     >>> load_chat_model(fake) is fake   # a ready model passes through
     True
+    >>> retrying = fake.with_retry(stop_after_attempt=2)
+    >>> load_chat_model(retrying) is retrying, model_id_of(retrying)   # so does a wrapped one
+    (True, 'scripted')
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, overload
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 
 from agentic_loop.models.embedded import EMBEDDED_MODEL_ID, default_cache_dir
 from agentic_loop.models.errors import (
@@ -27,15 +32,23 @@ from agentic_loop.models.errors import (
     ModelError,
     ModelLoadError,
     ModelSpecError,
+    ModelTimeoutError,
     StructuredOutputError,
 )
 from agentic_loop.models.model_dirs import local_model_dir, resolve_model_dir
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
-from agentic_loop.models.spec import ModelSpec, parse_spec, resolve_spec
+from agentic_loop.models.spec import SPEC_FORMS, ModelSpec, parse_spec, resolve_spec
+from agentic_loop.models.wrappers import (
+    ChatModelLike,
+    chat_model_of,
+    model_id_of,
+    with_structured_output,
+)
 
 __all__ = [
     "DEFAULT_RETRY",
     "EMBEDDED_MODEL_ID",
+    "ChatModelLike",
     "GrammarError",
     "ModelCallError",
     "ModelDirError",
@@ -43,8 +56,10 @@ __all__ = [
     "ModelLoadError",
     "ModelSpec",
     "ModelSpecError",
+    "ModelTimeoutError",
     "RetryPolicy",
     "StructuredOutputError",
+    "chat_model_of",
     "default_cache_dir",
     "load_chat_model",
     "local_model_dir",
@@ -52,24 +67,42 @@ __all__ = [
     "parse_spec",
     "resolve_model_dir",
     "resolve_spec",
+    "with_structured_output",
 ]
 
 
-def load_chat_model(spec: str | os.PathLike[str] | BaseChatModel, **kw: Any) -> BaseChatModel:
+@overload
+def load_chat_model(spec: str | os.PathLike[str] | BaseChatModel, **kw: Any) -> BaseChatModel: ...
+
+
+@overload
+def load_chat_model(spec: ChatModelLike, **kw: Any) -> ChatModelLike: ...
+
+
+def load_chat_model(spec: str | os.PathLike[str] | ChatModelLike, **kw: Any) -> ChatModelLike:
     """Resolve ``spec`` into a chat model.
 
-    ``spec`` is read by :func:`~agentic_loop.models.spec.resolve_spec` (the
+    A chat model, or any Runnable wrapping one (``.bind``, ``.with_retry``,
+    ``.with_fallbacks``, ``.configurable_fields``), passes through as it is
+    (a Runnable that wraps no chat model is a :class:`ModelSpecError`).
+    A string is read by :func:`~agentic_loop.models.spec.resolve_spec` (the
     one resolver; a bare model directory works too), a local model's
     directory by :func:`~agentic_loop.models.model_dirs.local_model_dir`.
     Keyword arguments go to the model: ``temperature``, ``top_p``,
     ``max_tokens``, ``stop``, ``seed`` for every provider; ``dtype``,
     ``device``, ``max_batch_size`` and ``cache_dir`` for local models;
     ``model``, ``api_key``, ``check`` (probe the server first, default True)
-    for OpenAI-compatible servers.
+    for OpenAI-compatible servers. A spec that is not ours (``"openai:gpt-4o-mini"``,
+    ``"anthropic:claude-3-5-haiku-latest"``) goes to LangChain's
+    ``init_chat_model`` with the keyword arguments; that needs the
+    ``langchain`` package and the provider's (``langchain-openai`` ...).
     """
-    if isinstance(spec, BaseChatModel):
+    if isinstance(spec, Runnable):
+        chat_model_of(spec)  # refuses a runnable with no chat model inside, here and not mid-run
         return spec
     parsed = resolve_spec(spec)
+    if parsed.provider == "langchain":
+        return _init_langchain(parsed.target or "", kw)
     if parsed.provider == "local":
         from agentic_loop.models.local import LocalChatModel
 
@@ -98,16 +131,39 @@ def load_chat_model(spec: str | os.PathLike[str] | BaseChatModel, **kw: Any) -> 
     if model_name is None:
         raise ModelSpecError(
             f"model spec {spec!r} needs model=<served model name> when check=False")
-    for name in ("max_tokens", "temperature", "top_p", "seed", "stop"):
-        if name in kw and kw[name] is None:
-            kw.pop(name)
+    _drop_unset(kw)
     return OpenAICompatibleChatModel(base_url=base_url, model=model_name, api_key=api_key, **kw)
 
 
-def model_id_of(llm: BaseChatModel) -> str:
-    """A short, stable name of the model behind ``llm``, for trajectories and archives."""
-    for attr in ("model_id", "model_name", "model"):
-        value = getattr(llm, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(llm).__name__
+def _drop_unset(kw: dict[str, Any]) -> None:
+    """Sampling keywords passed as None mean "the provider's default": leave them out."""
+    for name in ("max_tokens", "temperature", "top_p", "seed", "stop"):
+        if name in kw and kw[name] is None:
+            kw.pop(name)
+
+
+def _init_langchain(spec: str, kw: dict[str, Any]) -> BaseChatModel:
+    """A spec that is not ours, through LangChain's ``init_chat_model`` (``provider:model``)."""
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"model spec {spec!r} is not one of ours, so it goes to LangChain's init_chat_model, "
+            "which needs the langchain package: pip install langchain") from exc
+    _drop_unset(kw)
+    for ours in ("check", "cache_dir", "model_id"):
+        kw.pop(ours, None)
+    try:
+        model = init_chat_model(spec, **kw)
+    except ValueError as exc:
+        raise ModelSpecError(
+            f"init_chat_model (LangChain) refused model spec {spec!r}: {exc}; "
+            f"use one of: {SPEC_FORMS}") from exc
+    except Exception as exc:  # noqa: BLE001 - a missing provider package or key, named below
+        raise ModelLoadError(
+            f"init_chat_model (LangChain) could not load {spec!r}: {type(exc).__name__}: {exc}; "
+            "install the provider's package (e.g. langchain-openai) and set its API key") from exc
+    if not isinstance(model, BaseChatModel):
+        raise ModelSpecError(f"init_chat_model (LangChain) gave no chat model for {spec!r}; "
+                             "name the model in the spec, e.g. 'openai:gpt-4o-mini'")
+    return model

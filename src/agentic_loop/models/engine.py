@@ -30,7 +30,7 @@ import torch
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.errors import GrammarError
-from agentic_loop.models.grammar import JsonGrammar
+from agentic_loop.models.grammar import Grammar
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class GenerationOutput:
 class GenerationRequest:
     prompt_ids: list[int]
     params: GenerationParams
-    grammar: JsonGrammar | None = None
+    grammar: Grammar | None = None
     on_text: Callable[[str], None] | None = None
     future: Future[GenerationOutput] = field(default_factory=Future)
 
@@ -223,7 +223,7 @@ class GenerationEngine:
         self,
         prompts: Sequence[list[int]],
         params: GenerationParams,
-        grammar: JsonGrammar | None = None,
+        grammar: Grammar | None = None,
     ) -> list[GenerationOutput]:
         """Decode several prompts with the same settings and wait for all."""
         futures = [self.submit(GenerationRequest(list(p), params, grammar)) for p in prompts]

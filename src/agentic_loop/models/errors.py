@@ -26,6 +26,7 @@ __all__ = [
     "ModelError",
     "ModelLoadError",
     "ModelSpecError",
+    "ModelTimeoutError",
     "StructuredOutputError",
 ]
 
@@ -73,3 +74,15 @@ class ModelCallError(ModelError):
         super().__init__(message)
         self.attempts = attempts
         self.last_error = last_error
+
+
+class ModelTimeoutError(ModelError):
+    """One model call gave no answer within its policy's ``timeout_s``.
+
+    A call error like a dropped connection: the policy waits and tries again,
+    and reports it in its :class:`ModelCallError` when the attempts run out.
+    """
+
+    def __init__(self, message: str, *, timeout_s: float) -> None:
+        super().__init__(message)
+        self.timeout_s = timeout_s

@@ -1,4 +1,4 @@
-"""Grammar-constrained decoding: JSON schemas compiled to llguidance matchers.
+"""Grammar-constrained decoding: JSON schemas (and Lark grammars) compiled to llguidance matchers.
 
 A 135M model asked for JSON returns broken JSON nearly every time. Instead of
 hoping, we compile the requested schema into a grammar and, at every decoding
@@ -23,19 +23,28 @@ Example:
     (False, 40)
     >>> "pattern" in schema["properties"]["why"]
     True
+    >>> from typing import TypedDict
+    >>> class Pair(TypedDict):
+    ...     a: int
+    >>> constrained_json_schema(Pair)["required"]   # a TypedDict works too
+    ['a']
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 from agentic_loop.models.errors import GrammarError
+
+if TYPE_CHECKING:  # torch loads with the engine, not with the schema helpers
+    import torch
 
 #: Upper bound put on any string field that declares none. Declare ``max_length``
 #: on fields that need more; an unbounded string lets a small model run on forever.
@@ -45,6 +54,7 @@ PLAIN_TEXT_PATTERN = r"^[ !#-\[\]-~]*$"
 
 __all__ = [
     "DEFAULT_MAX_STRING_LENGTH",
+    "Grammar",
     "GrammarError",
     "JsonGrammar",
     "constrained_json_schema",
@@ -52,15 +62,19 @@ __all__ = [
 ]
 
 
-def schema_of(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
-    """The JSON schema of a pydantic model class, or a copy of a schema dict."""
+def schema_of(schema: Any) -> dict[str, Any]:
+    """The JSON schema of a pydantic model class or a TypedDict, or a copy of a schema dict."""
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return schema.model_json_schema()
+    if is_typeddict(schema):  # LangChain's reading: Annotated descriptions kept, any Python
+        from langchain_core.utils.function_calling import convert_to_json_schema
+
+        return convert_to_json_schema(schema)
     if isinstance(schema, dict):
         return copy.deepcopy(schema)
     raise GrammarError(
-        f"structured output needs a pydantic model class or a JSON schema dict, got {schema!r}; "
-        "pass one of those")
+        f"structured output needs a pydantic model class, a TypedDict or a JSON schema dict, "
+        f"got {schema!r}; pass one of those")
 
 
 def _tighten(node: Any, max_string_length: int) -> None:
@@ -84,7 +98,7 @@ def _tighten(node: Any, max_string_length: int) -> None:
 
 
 def constrained_json_schema(
-    schema: type[BaseModel] | dict[str, Any], max_string_length: int = DEFAULT_MAX_STRING_LENGTH
+    schema: Any, max_string_length: int = DEFAULT_MAX_STRING_LENGTH
 ) -> dict[str, Any]:
     """Return the schema with closed objects and bounded plain-text strings."""
     result = schema_of(schema)
@@ -99,29 +113,33 @@ def _ll_tokenizer(tokenizer: Any) -> Any:
     return llguidance.hf.from_tokenizer(tokenizer)
 
 
-class JsonGrammar:
-    """A compiled grammar that hands out one fresh matcher per generation.
+class Grammar:
+    """A compiled llguidance grammar that hands out one fresh matcher per generation.
 
-    Compiling is done once per schema; ``matcher()`` is cheap.
+    Compiling is done once per grammar; ``matcher()`` is cheap. ``grammar`` is
+    what ``llguidance.LLMatcher.grammar_from_*`` returns; see :class:`JsonGrammar`
+    and :meth:`from_lark`.
     """
 
-    def __init__(self, schema: dict[str, Any], tokenizer: Any, vocab_size: int) -> None:
-        import json
-
+    def __init__(self, grammar: str, tokenizer: Any, vocab_size: int) -> None:
         import llguidance
 
-        self.schema = schema
         self.vocab_size = vocab_size
         self._ll_tok = _ll_tokenizer(tokenizer)
-        self._grammar = llguidance.LLMatcher.grammar_from_json_schema(
-            json.dumps(schema), defaults={"whitespace_flexible": False}
-        )
+        self._grammar = grammar
         is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
             self._grammar, self._ll_tok
         )
         if is_error:
-            raise GrammarError(f"cannot compile JSON schema into a grammar: {messages[0]}; "
+            raise GrammarError(f"cannot compile the grammar: {messages[0]}; "
                                "simplify the schema (drop unsupported keywords)")
+
+    @classmethod
+    def from_lark(cls, lark: str, tokenizer: Any, vocab_size: int) -> Grammar:
+        """A grammar in llguidance's Lark dialect (``%json {...}`` embeds a JSON schema)."""
+        import llguidance
+
+        return cls(llguidance.LLMatcher.grammar_from_lark(lark), tokenizer, vocab_size)
 
     def matcher(self) -> Any:
         import llguidance
@@ -136,6 +154,24 @@ class JsonGrammar:
         """Boolean mask over the model's vocabulary of tokens the grammar allows next."""
         bits = np.frombuffer(matcher.compute_bitmask(), dtype=np.uint8)
         allowed = np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
+        import torch
+
         mask = torch.zeros(self.vocab_size, dtype=torch.bool)
         mask[: allowed.shape[0]] = torch.from_numpy(allowed)
         return mask
+
+
+class JsonGrammar(Grammar):
+    """The grammar of one JSON schema (compact JSON: no free whitespace)."""
+
+    def __init__(self, schema: dict[str, Any], tokenizer: Any, vocab_size: int) -> None:
+        import llguidance
+
+        self.schema = schema
+        try:
+            compiled = llguidance.LLMatcher.grammar_from_json_schema(
+                json.dumps(schema), defaults={"whitespace_flexible": False})
+        except ValueError as exc:
+            raise GrammarError(f"cannot compile JSON schema into a grammar: {exc}; "
+                               "pass a JSON-serializable schema") from exc
+        super().__init__(compiled, tokenizer, vocab_size)

@@ -2,8 +2,12 @@
 
 Everything the loops need from a model, offline and on CPU: chat-templated
 prompts, real batched generation (concurrent calls share one decoding batch),
-token streaming, sampling controls, token usage, and structured output that
-is schema-valid by construction (llguidance grammar masks at every step).
+token streaming, sampling controls, token usage, token counting with the
+model's own tokenizer (``get_num_tokens``, ``get_num_tokens_from_messages``,
+so ``trim_messages`` works), structured output that is schema-valid by
+construction (llguidance grammar masks at every step), and tool calling
+(``bind_tools``; calls decoded under a grammar too, see :mod:`.tools`), so
+``create_react_agent(load_chat_model("local"), tools)`` runs offline.
 
 Loaded models are shared per process: two ``LocalChatModel`` objects pointing
 at the same directory use one set of weights and one decoding engine.
@@ -22,7 +26,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from agentic_loop.errors import ConfigError
@@ -50,8 +55,9 @@ from agentic_loop.models.engine import (
     GenerationRequest,
 )
 from agentic_loop.models.errors import ModelLoadError
-from agentic_loop.models.grammar import JsonGrammar, constrained_json_schema
+from agentic_loop.models.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.structured_output import message_text, structured_runnable
+from agentic_loop.models.tools import ToolPlan, as_chunk, chat_dicts
 
 __all__ = ["LocalChatModel", "default_dtype", "default_num_threads", "loaded_engine"]
 
@@ -189,7 +195,7 @@ class LocalChatModel(BaseChatModel):
     max_batch_size: int = Field(default=8, ge=1)
 
     _engine: GenerationEngine | None = PrivateAttr(default=None)
-    _grammars: dict[str, JsonGrammar] = PrivateAttr(default_factory=dict)
+    _grammars: dict[str, Grammar] = PrivateAttr(default_factory=dict)
 
     @property
     def _llm_type(self) -> str:
@@ -216,14 +222,43 @@ class LocalChatModel(BaseChatModel):
         return self._engine
 
     # -- prompt and request building ----------------------------------------
-    def prompt_ids(self, messages: Sequence[BaseMessage]) -> list[int]:
-        """Token ids of the chat-templated prompt, ending with the assistant turn."""
-        chat = [{"role": _role(m), "content": message_text(m)} for m in messages]
+    def prompt_ids(self, messages: Sequence[BaseMessage], tools: ToolPlan | None = None, *,
+                   generation_prompt: bool = True) -> list[int]:
+        """Token ids of the chat-templated prompt, ending with the assistant turn.
+
+        ``tools`` are described in the system message (see :mod:`.tools`).
+        """
+        tokenizer = self.engine.tokenizer
+        tool_role = "tool" in (tokenizer.chat_template or "")
+        chat = chat_dicts(messages, tools, role_of=_role, text_of=message_text,
+                          tool_role=tool_role)
         if not chat:
             raise ConfigError("cannot generate from an empty list of messages; pass at least one")
-        text = self.engine.tokenizer.apply_chat_template(chat, tokenize=False,
-                                                         add_generation_prompt=True)
-        return self.engine.tokenizer(text, add_special_tokens=False)["input_ids"]
+        text = tokenizer.apply_chat_template(chat, tokenize=False,
+                                             add_generation_prompt=generation_prompt)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def get_token_ids(self, text: str) -> list[int]:
+        """Token ids of ``text`` under the model's own tokenizer (no special tokens)."""
+        return list(self.engine.tokenizer.encode(text, add_special_tokens=False))
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage],
+                                     tools: Sequence[Any] | None = None) -> int:
+        """Tokens of ``messages`` as the model reads them: chat template and tools included.
+
+        No generation prompt, and no chat template's default system prompt (what a
+        template adds when the first message is not a system message), so counts add
+        up over parts of a conversation, as ``trim_messages`` needs.
+        """
+        if not messages:
+            return 0
+        if tools:
+            return len(self.prompt_ids(messages, ToolPlan.of(tools), generation_prompt=False))
+        if isinstance(messages[0], SystemMessage):
+            return len(self.prompt_ids(messages, generation_prompt=False))
+        empty = [SystemMessage(content="")]  # stands in for the default; then taken off
+        return (len(self.prompt_ids([*empty, *messages], generation_prompt=False))
+                - len(self.prompt_ids(empty, generation_prompt=False)))
 
     def _params(self, stop: list[str] | None, kwargs: dict[str, Any],
                 structured: bool) -> GenerationParams:
@@ -237,46 +272,79 @@ class LocalChatModel(BaseChatModel):
             seed=kwargs.get("seed", self.seed),
         )
 
-    def _grammar(self, schema: dict[str, Any]) -> JsonGrammar:
-        key = json.dumps(schema, sort_keys=True)
+    def _grammar(self, schema: dict[str, Any] | None = None, lark: str | None = None) -> Grammar:
+        key = lark if lark is not None else json.dumps(schema, sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
-            grammar = JsonGrammar(schema, self.engine.tokenizer, self.engine.vocab_size)
+            tokenizer, vocab = self.engine.tokenizer, self.engine.vocab_size
+            grammar = (Grammar.from_lark(lark, tokenizer, vocab) if lark is not None
+                       else JsonGrammar(schema or {}, tokenizer, vocab))
             self._grammars[key] = grammar
         return grammar
 
+    def _tool_grammar(self, plan: ToolPlan) -> Grammar | None:
+        """A forced call is one JSON schema; "auto" is text-or-call (Lark); "none" is free."""
+        if not plan.callable_names:
+            return None
+        lark = plan.lark()
+        return self._grammar(lark=lark) if lark is not None else self._grammar(plan.call_schema())
+
     def _request(self, messages: list[BaseMessage], stop: list[str] | None,
-                 kwargs: dict[str, Any], on_text: Any = None) -> GenerationRequest:
+                 kwargs: dict[str, Any], on_text: Any = None,
+                 ) -> tuple[GenerationRequest, ToolPlan | None]:
+        """The engine request and, when tools are bound, the plan that reads the reply.
+
+        A ``json_schema`` (structured output) wins over bound tools.
+        """
         schema = kwargs.get("json_schema")
-        grammar = self._grammar(schema) if schema is not None else None
-        params = self._params(stop, kwargs, structured=grammar is not None)
-        return GenerationRequest(self.prompt_ids(messages), params, grammar, on_text)
+        plan = None
+        if schema is not None:
+            grammar: Grammar | None = self._grammar(schema)
+            structured = True
+        elif kwargs.get("tools"):
+            plan = ToolPlan.of(kwargs["tools"], kwargs.get("tool_choice"))
+            grammar, structured = self._tool_grammar(plan), plan.forced
+        else:
+            grammar, structured = None, False
+        params = self._params(stop, kwargs, structured=structured)
+        request = GenerationRequest(self.prompt_ids(messages, plan), params, grammar, on_text)
+        return request, plan
 
     @staticmethod
-    def _message(output: GenerationOutput, model_id: str, seconds: float) -> AIMessage:
+    def _message(output: GenerationOutput, model_id: str, seconds: float,
+                 plan: ToolPlan | None = None) -> AIMessage:
         usage = {"input_tokens": output.prompt_tokens, "output_tokens": output.completion_tokens,
                  "total_tokens": output.prompt_tokens + output.completion_tokens}
-        meta = {"model_name": model_id, "finish_reason": output.finish_reason,
-                "latency_s": round(seconds, 4)}
+        meta: dict[str, Any] = {"model_name": model_id, "finish_reason": output.finish_reason,
+                                "latency_s": round(seconds, 4)}
         if output.grammar_complete is not None:
             meta["grammar_complete"] = output.grammar_complete
+        if plan is not None:
+            return plan.message(output.text, usage_metadata=usage, response_metadata=meta)
         return AIMessage(content=output.text, usage_metadata=usage, response_metadata=meta)
 
     # -- LangChain hooks ------------------------------------------------------
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         started = time.perf_counter()
-        request = self._request(messages, stop, kwargs)
+        request, plan = self._request(messages, stop, kwargs)
         output = self.engine.submit(request).result()
-        message = self._message(output, self.model_id, time.perf_counter() - started)
+        message = self._message(output, self.model_id, time.perf_counter() - started, plan)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None,
                 **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         started = time.perf_counter()
+        if kwargs.get("tools") and kwargs.get("json_schema") is None:
+            # A reply may be a tool call: read it whole, then hand it over as one chunk.
+            request, plan = self._request(messages, stop, kwargs)
+            output = self.engine.submit(request).result()
+            yield ChatGenerationChunk(message=as_chunk(self._message(
+                output, self.model_id, time.perf_counter() - started, plan)))
+            return
         deltas: queue.Queue[str] = queue.Queue()
-        request = self._request(messages, stop, kwargs, on_text=deltas.put)
+        request, _ = self._request(messages, stop, kwargs, on_text=deltas.put)
         future = self.engine.submit(request)
         while True:
             try:
@@ -305,14 +373,26 @@ class LocalChatModel(BaseChatModel):
             config = shared
         return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+                   *, tool_choice: str | dict[str, Any] | bool | None = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools; replies are text or one call, decoded under a grammar (see :mod:`.tools`).
+
+        ``tool_choice``: ``None``/``"auto"`` (text or a call), ``"any"``/``"required"``
+        (a call), a tool's name (a call of it), ``"none"`` (text).
+        """
+        plan = ToolPlan.of(tools, tool_choice)
+        self._tool_grammar(plan)  # compile now: a bad tool schema fails here, not mid-run
+        return self.bind(tools=list(plan.specs), tool_choice=tool_choice, **kwargs)
+
     def with_structured_output(
-        self, schema: type[BaseModel] | dict[str, Any], *, include_raw: bool = False,
+        self, schema: type[BaseModel] | dict[str, Any] | type, *, include_raw: bool = False,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, Any]:
         """Schema-valid answers by grammar-constrained decoding.
 
-        ``schema`` is a pydantic model class (answers are instances of it) or a
-        JSON schema dict (answers are dicts).
+        ``schema`` is a pydantic model class (answers are instances of it), a
+        TypedDict or a JSON schema dict (answers are dicts).
         """
         json_schema = constrained_json_schema(schema)
         self._grammar(json_schema)  # compile now: a bad schema fails here, not mid-run

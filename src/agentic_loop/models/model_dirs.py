@@ -73,6 +73,11 @@ def local_model_dir(spec: ModelSpec, *, source: str | None = None,
     overrides where the embedded model is converted.
     """
     text = source if source is not None else f"{spec.provider}:{spec.target or ''}".rstrip(":")
+    if spec.provider == "langchain":
+        raise ModelDirError(
+            f"{text!r} is neither a model directory nor a model spec of a local model (no such "
+            "directory here; as a LangChain spec it names a hosted model, whose weights are not "
+            "on this machine); pass 'local', 'local:<dir>' or a model directory")
     if spec.provider != "local":
         raise ModelDirError(
             f"{text!r} is a served model: its weights are not on this machine; pass 'local', "

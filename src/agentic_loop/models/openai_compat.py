@@ -19,7 +19,6 @@ import httpx
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
-from pydantic import BaseModel
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.errors import ModelLoadError
@@ -56,12 +55,13 @@ class OpenAICompatibleChatModel(ChatOpenAI):
     structured_retries: int = 1
 
     def with_structured_output(
-        self, schema: type[BaseModel] | dict[str, Any] | None = None, *,
+        self, schema: Any = None, *,
         include_raw: bool = False, **kwargs: Any,
     ) -> Runnable[LanguageModelInput, Any]:
         if schema is None:
             raise ConfigError(
-                "with_structured_output(schema=None): pass a pydantic model class or a JSON schema")
+                "with_structured_output(schema=None): pass a pydantic model class, a TypedDict or "
+                "a JSON schema dict")
         json_schema = constrained_json_schema(schema)
         response_format = {"type": "json_schema", "json_schema": {
             "name": schema_name(schema), "schema": json_schema, "strict": False}}

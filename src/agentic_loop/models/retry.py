@@ -10,6 +10,15 @@ error: the prompt never grows past the original plus one correction). Both
 are bounded by ``max_attempts`` and end in one :class:`ModelCallError` that
 says what was asked, how many attempts were made and the last error.
 
+A model that *hangs* is a call error too: every attempt is cut off after
+``timeout_s`` (a :class:`~agentic_loop.models.errors.ModelTimeoutError`),
+then retried like any other call error. An async call is cancelled at the
+deadline. A sync call runs in a worker thread that the policy stops waiting
+for; Python cannot kill a thread, so that worker may still finish in the
+background (a local engine decodes the abandoned request to its end, a
+server call returns when the server does) and its answer is dropped.
+``timeout_s=None`` calls in the caller's thread with no deadline.
+
 An invalid answer is a ``ValueError`` (pydantic's ``ValidationError``,
 JSON decoding errors and LangChain's output-parser errors all are) or a
 :class:`~agentic_loop.models.errors.StructuredOutputError`; any other
@@ -33,21 +42,28 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
+from functools import partial
 from typing import Any, TypeVar
 
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_loop.models.errors import ModelCallError, StructuredOutputError
+from agentic_loop.models.errors import ModelCallError, ModelTimeoutError, StructuredOutputError
+from agentic_loop.models.wrappers import ChatModelLike, with_structured_output
 
 __all__ = [
     "DEFAULT_RETRY",
+    "DEFAULT_TIMEOUT_S",
     "ModelCallError",
+    "ModelTimeoutError",
     "RetryPolicy",
     "as_messages",
     "call_failure",
@@ -56,6 +72,12 @@ __all__ = [
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
+
+#: Seconds one call may take before it is cut off. Sized for the embedded 135M model on a
+#: busy CPU: a structured answer of up to 1024 tokens at ~5 tokens/s per row of a batch of 8
+#: (bench/results/models.json: 40 tokens/s for 8 rows on one core) takes ~200 s; a hung
+#: server is still caught within minutes. Raise it for slow models, or pass None.
+DEFAULT_TIMEOUT_S = 300.0
 
 #: How the policy waits; tests replace these with fakes (``monkeypatch.setattr``).
 _sleep: Callable[[float], None] = time.sleep
@@ -104,14 +126,67 @@ def _coerce(schema: type[S], answer: Any) -> S:
     return schema.model_validate(answer)
 
 
-def _bind(llm: BaseChatModel, schema: type[S], what: str) -> Runnable[LanguageModelInput, Any]:
+def _bind(llm: ChatModelLike, schema: type[S], what: str) -> Runnable[LanguageModelInput, Any]:
+    """``llm``'s structured output for ``schema``; wrappers of a chat model work too."""
     try:
-        return llm.with_structured_output(schema)
+        return with_structured_output(llm, schema)
     except NotImplementedError as err:
         raise ModelCallError(
             f"{what}: the model {type(llm).__name__} does not support with_structured_output; "
             "use a model from load_chat_model(...) or another tool-calling chat model",
             attempts=0, last_error=err) from err
+
+
+def _timeout_error(what: str, timeout_s: float) -> ModelTimeoutError:
+    return ModelTimeoutError(
+        f"{what}: the model gave no answer within timeout_s={timeout_s:g} s; raise "
+        "RetryPolicy(timeout_s=...) for a slow model or a busy machine, or check that the model "
+        "server is up", timeout_s=timeout_s)
+
+
+def _timed(call: Callable[[], T], timeout_s: float | None, what: str) -> T:
+    """``call()``, cut off after ``timeout_s`` (see the module docstring for the worker thread).
+
+    >>> _timed(lambda: 42, 1.0, "demo")
+    42
+    >>> import threading
+    >>> _timed(threading.Event().wait, 0.05, "demo")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.models.errors.ModelTimeoutError: demo: the model gave no answer within ...
+    """
+    if timeout_s is None:
+        return call()
+    future: Future[T] = Future()
+    context = contextvars.copy_context()  # tracing and LangGraph context follow the call
+
+    def work() -> None:
+        try:
+            future.set_result(context.run(call))
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
+            future.set_exception(err)
+
+    threading.Thread(target=work, name=f"agentic-loop-call:{what}", daemon=True).start()
+    try:
+        return future.result(timeout=timeout_s)
+    except TimeoutError:
+        if future.done():  # the call itself raised a TimeoutError: report that one
+            raise
+        raise _timeout_error(what, timeout_s) from None
+
+
+async def _atimed(call: Callable[[], Awaitable[T]], timeout_s: float | None, what: str) -> T:
+    """Async :func:`_timed`: the awaited call is cancelled at the deadline."""
+    if timeout_s is None:
+        return await call()
+    scope = asyncio.timeout(timeout_s)
+    try:
+        async with scope:
+            return await call()
+    except TimeoutError:
+        if not scope.expired():  # the call itself raised a TimeoutError: report that one
+            raise
+        raise _timeout_error(what, timeout_s) from None
 
 
 def call_failure(what: str, expected: str, attempts: int, last: BaseException) -> ModelCallError:
@@ -133,6 +208,8 @@ class RetryPolicy(BaseModel):
         max_attempts: total calls, the first included (>= 1).
         backoff_s: wait before the second attempt after a call error; doubles each time.
         max_backoff_s: the longest single wait.
+        timeout_s: seconds one call may take before it is cut off and retried like a
+            call error (:data:`DEFAULT_TIMEOUT_S`); None waits forever.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -140,6 +217,7 @@ class RetryPolicy(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
     backoff_s: float = Field(default=0.5, ge=0.0)
     max_backoff_s: float = Field(default=8.0, ge=0.0)
+    timeout_s: float | None = Field(default=DEFAULT_TIMEOUT_S, gt=0.0)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based) before the next one.
@@ -157,8 +235,9 @@ class RetryPolicy(BaseModel):
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 _sleep(self.delay(attempt - 1))
+            cfg = _config(config, what, attempt)
             try:
-                return runnable.invoke(input, _config(config, what, attempt))
+                return _timed(partial(runnable.invoke, input, cfg), self.timeout_s, what)
             except Exception as err:  # noqa: BLE001 - retried, then reported with the cause
                 last = err
         assert last is not None
@@ -171,8 +250,9 @@ class RetryPolicy(BaseModel):
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 await _asleep(self.delay(attempt - 1))
+            cfg = _config(config, what, attempt)
             try:
-                return await runnable.ainvoke(input, _config(config, what, attempt))
+                return await _atimed(partial(runnable.ainvoke, input, cfg), self.timeout_s, what)
             except Exception as err:  # noqa: BLE001 - as in invoke
                 last = err
         assert last is not None
@@ -189,8 +269,10 @@ class RetryPolicy(BaseModel):
         """
         value, last = input, None
         for attempt in range(1, self.max_attempts + 1):
+            ask = partial(runnable.invoke, value, _config(config, what, attempt))
             try:
-                return parse(runnable.invoke(value, _config(config, what, attempt))), attempt
+                answer = _timed(ask, self.timeout_s, what)
+                return parse(answer), attempt
             except Exception as err:  # noqa: BLE001 - retried, then reported with the cause
                 last = err
             if attempt < self.max_attempts:
@@ -207,8 +289,9 @@ class RetryPolicy(BaseModel):
         """Async :meth:`invoke_validated`."""
         value, last = input, None
         for attempt in range(1, self.max_attempts + 1):
+            aask = partial(runnable.ainvoke, value, _config(config, what, attempt))
             try:
-                answer = await runnable.ainvoke(value, _config(config, what, attempt))
+                answer = await _atimed(aask, self.timeout_s, what)
                 return parse(answer), attempt
             except Exception as err:  # noqa: BLE001 - as in invoke_validated
                 last = err
@@ -220,14 +303,14 @@ class RetryPolicy(BaseModel):
         assert last is not None
         raise call_failure(what, expected, self.max_attempts, last) from last
 
-    def invoke_structured(self, llm: BaseChatModel, schema: type[S], input: LanguageModelInput,
+    def invoke_structured(self, llm: ChatModelLike, schema: type[S], input: LanguageModelInput,
                           config: RunnableConfig | None = None, *, what: str) -> tuple[S, int]:
         """``(answer, attempts)`` from ``llm.with_structured_output(schema)``."""
         runnable = _bind(llm, schema, what)
         return self.invoke_validated(runnable, input, lambda a: _coerce(schema, a), config,
                                      what=what, expected=schema.__name__)
 
-    async def ainvoke_structured(self, llm: BaseChatModel, schema: type[S],
+    async def ainvoke_structured(self, llm: ChatModelLike, schema: type[S],
                                  input: LanguageModelInput, config: RunnableConfig | None = None,
                                  *, what: str) -> tuple[S, int]:
         """Async :meth:`invoke_structured`."""
@@ -235,13 +318,15 @@ class RetryPolicy(BaseModel):
         return await self.ainvoke_validated(runnable, input, lambda a: _coerce(schema, a),
                                             config, what=what, expected=schema.__name__)
 
-    def batch_structured(self, llm: BaseChatModel, schema: type[S],
+    def batch_structured(self, llm: ChatModelLike, schema: type[S],
                          inputs: Sequence[LanguageModelInput],
                          config: RunnableConfig | None = None, *,
                          what: str) -> list[tuple[S, int] | ModelCallError]:
         """Batched :meth:`invoke_structured`: one ``batch`` call per round, failures retried.
 
-        Batching lets a local engine decode the inputs together. Each item is
+        Batching lets a local engine decode the inputs together. ``timeout_s``
+        bounds each round's ``batch`` call (one call); a round cut off retries
+        all its items. Each item is
         ``(answer, attempts)``, or the :class:`ModelCallError` of an item that
         stayed invalid (its ``what`` names the item); the others are kept.
 
@@ -264,8 +349,12 @@ class RetryPolicy(BaseModel):
                 break
             if attempt > 1 and any(not is_invalid_answer(last[i]) for i in pending):
                 _sleep(self.delay(attempt - 1))
-            answers = runnable.batch([values[i] for i in pending],
-                                     _config(config, what, attempt), return_exceptions=True)
+            ask_all = partial(runnable.batch, [values[i] for i in pending],
+                              _config(config, what, attempt), return_exceptions=True)
+            try:
+                answers = _timed(ask_all, self.timeout_s, what)
+            except ModelTimeoutError as err:  # the whole round hung: every item retries
+                answers = [err] * len(pending)
             still: list[int] = []
             for i, answer in zip(pending, answers):
                 try:

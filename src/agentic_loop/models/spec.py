@@ -1,12 +1,21 @@
 """Model spec strings: one short string names any model the library can run.
 
+Our own forms:
+
 * ``"local"`` - the embedded SmolLM2-135M-Instruct (CPU, offline);
 * ``"local:<dir>"`` - any Hugging Face causal-LM directory on disk;
-* ``"openai:<base_url>"`` - an OpenAI-compatible server (vLLM), with ``model=``.
+* ``"openai:<base_url>"`` - an OpenAI-compatible server (vLLM), with ``model=``;
+  only when the part after ``openai:`` is a URL.
+
+Every other spec is LangChain's: ``"openai:gpt-4o-mini"``,
+``"anthropic:claude-3-5-haiku-latest"`` or a bare ``"gpt-4o"`` (provider
+inferred) go to ``langchain.chat_models.init_chat_model`` (provider
+``"langchain"`` here; the spec is passed on whole).
 
 :func:`resolve_spec` is the one resolver every caller uses: the spec
 grammar above, plus a bare path to an existing directory, read as
-``"local:<dir>"``. Turning a local spec into its checked directory is
+``"local:<dir>"`` (our forms win, then a directory, then LangChain).
+Turning a local spec into its checked directory is
 :func:`~agentic_loop.models.model_dirs.local_model_dir`.
 
 Example:
@@ -14,6 +23,8 @@ Example:
     ModelSpec(provider='local', target=None)
     >>> parse_spec("openai:http://127.0.0.1:8000/v1")
     ModelSpec(provider='openai', target='http://127.0.0.1:8000/v1')
+    >>> parse_spec("openai:gpt-4o-mini")
+    ModelSpec(provider='langchain', target='openai:gpt-4o-mini')
     >>> import tempfile
     >>> resolve_spec(tempfile.gettempdir()).provider
     'local'
@@ -22,60 +33,76 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentic_loop.models.errors import ModelSpecError
+from agentic_loop.models.errors import ModelDirError, ModelSpecError
 
-__all__ = ["ModelSpec", "parse_spec", "resolve_spec"]
+__all__ = ["SPEC_FORMS", "ModelSpec", "parse_spec", "resolve_spec"]
 
-_FORMS = ('"local" (embedded SmolLM2-135M), "local:<model dir>", '
-          '"openai:<base_url>" with model=<served model name>')
+SPEC_FORMS = ('"local" (embedded SmolLM2-135M), "local:<model dir>", '
+          '"openai:<base_url>" with model=<served model name>, or a LangChain '
+          'init_chat_model spec such as "openai:gpt-4o-mini"')
+#: ``host:port[/path]`` after ``openai:``: a server address missing its scheme, not a model name.
+_ADDRESS = re.compile(r"^[A-Za-z0-9.-]+:\d+(/\S*)?$")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """A parsed spec: ``provider`` and what it points at."""
 
-    provider: str  # "local" | "openai"
-    target: str | None  # model dir, base URL, or None for the embedded model
+    provider: str  # "local" | "openai" | "langchain"
+    target: str | None  # model dir, base URL, LangChain spec, or None for the embedded model
 
 
 def parse_spec(spec: str) -> ModelSpec:
-    """Split a spec string into provider and target; a clear error if it is neither."""
+    """Split a spec string into provider and target; a clear error if it is unusable.
+
+    Specs that are not ours are LangChain's: they parse here and are checked
+    when :func:`~agentic_loop.models.load_chat_model` hands them to
+    ``init_chat_model``.
+    """
     if not isinstance(spec, str):
         raise ModelSpecError(f"model spec {spec!r} is a {type(spec).__name__}, not a string; "
-                             f"use one of: {_FORMS}")
+                             f"use one of: {SPEC_FORMS}")
     if not spec.strip():
-        raise ModelSpecError(f"empty model spec {spec!r}; use one of: {_FORMS}")
+        raise ModelSpecError(f"empty model spec {spec!r}; use one of: {SPEC_FORMS}")
     spec = spec.strip()
-    provider, _, target = spec.partition(":")
+    provider, colon, target = spec.partition(":")
     provider = provider.lower()
+    target = target.strip()
     if provider == "local":
-        if _ and not target.strip():
+        if colon and not target:
             raise ModelSpecError(f"model spec {spec!r} names no directory after 'local:'; "
                                  "write 'local:<model dir>' or just 'local'")
-        return ModelSpec("local", target.strip() or None)
+        return ModelSpec("local", target or None)
     if provider == "openai":
-        target = target.strip()
-        if not target.startswith(("http://", "https://")):
+        if target.startswith(("http://", "https://")):
+            return ModelSpec("openai", target)
+        if not target or _ADDRESS.match(target):
             raise ModelSpecError(
-                f"model spec {spec!r} needs a base URL, e.g. 'openai:http://127.0.0.1:8000/v1'")
-        return ModelSpec("openai", target)
-    raise ModelSpecError(f"unknown model spec {spec!r}; use one of: {_FORMS}")
+                f"model spec {spec!r} needs a base URL, e.g. 'openai:http://127.0.0.1:8000/v1', "
+                "or an OpenAI model name, e.g. 'openai:gpt-4o-mini'")
+    return ModelSpec("langchain", spec)
 
 
 def resolve_spec(spec: str | os.PathLike[str]) -> ModelSpec:
     """:func:`parse_spec`, and a path to an existing directory as ``"local:<dir>"``.
 
-    The spec grammar wins: a directory is only looked for when the text is
-    not a spec.
+    Our own forms win; a directory is only looked for when the text is not
+    one of them, and LangChain gets the rest, except a path (``./x``, ``~/x``,
+    ``a/b``) that names no directory: that is a :class:`ModelDirError`.
     """
     text = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
-    try:
-        return parse_spec(text)
-    except ModelSpecError:
-        path = Path(text).expanduser() if isinstance(text, str) and text.strip() else None
-        if path is not None and path.is_dir():
+    parsed = parse_spec(text)
+    if parsed.provider == "langchain":
+        path = Path(text.strip()).expanduser()
+        if path.is_dir():
             return ModelSpec("local", str(path))
-        raise
+        if ":" not in text and (text.strip().startswith((".", "~")) or os.sep in text):
+            raise ModelDirError(
+                f"model directory {path} does not exist; pass a Hugging Face model directory "
+                "(e.g. one written by `agentic-loop distill`), 'local', or a LangChain spec "
+                "such as 'openai:gpt-4o-mini'")
+    return parsed

@@ -8,6 +8,9 @@ schema, so there the call goes through a
 :class:`~agentic_loop.models.retry.RetryPolicy`, which shows the model its
 own invalid answer and the validation error before giving up.
 
+A schema is a pydantic model class (answers are its instances), a TypedDict
+or a JSON-schema dict (answers are dicts, as LangChain returns them).
+
 Example:
     >>> from pydantic import BaseModel
     >>> from langchain_core.messages import AIMessage
@@ -15,6 +18,11 @@ Example:
     ...     x: int
     >>> parse_structured(AIMessage(content='{"x": 3}'), Point, "demo")
     Point(x=3)
+    >>> from typing import TypedDict
+    >>> class Pair(TypedDict):
+    ...     a: int
+    >>> parse_structured(AIMessage(content='{"a": 2}'), Pair, "demo")
+    {'a': 2}
 """
 
 from __future__ import annotations
@@ -26,8 +34,10 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 from agentic_loop.models.errors import ModelCallError, StructuredOutputError
+from agentic_loop.models.grammar import schema_of
 from agentic_loop.models.retry import RetryPolicy
 
 __all__ = ["message_text", "parse_structured", "schema_name", "structured_runnable"]
@@ -40,15 +50,14 @@ def message_text(message: BaseMessage) -> str:
     return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in message.content)
 
 
-def schema_name(schema: type[BaseModel] | dict[str, Any]) -> str:
+def schema_name(schema: Any) -> str:
     """The name a schema goes by in requests and messages (class name or ``title``)."""
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return schema.__name__
-    return str(schema.get("title", "schema"))
+    if isinstance(schema, dict):
+        return str(schema.get("title", "schema"))
+    return str(getattr(schema, "__name__", "schema"))
 
 
-def parse_structured(message: BaseMessage, schema: type[BaseModel] | dict[str, Any],
-                     model_id: str) -> Any:
+def parse_structured(message: BaseMessage, schema: Any, model_id: str) -> Any:
     """Validate ``message``'s JSON against ``schema``; raise a clear error if it fails."""
     text = message_text(message)
     try:
@@ -57,7 +66,7 @@ def parse_structured(message: BaseMessage, schema: type[BaseModel] | dict[str, A
             return schema.model_validate(data)
         import jsonschema
 
-        jsonschema.validate(data, schema)
+        jsonschema.validate(data, schema_of(schema) if is_typeddict(schema) else schema)
         return data
     except Exception as exc:  # JSON, pydantic and jsonschema errors all mean "invalid answer"
         finish = message.response_metadata.get("finish_reason")
@@ -70,7 +79,7 @@ def parse_structured(message: BaseMessage, schema: type[BaseModel] | dict[str, A
 
 
 def structured_runnable(bound: Runnable[LanguageModelInput, BaseMessage],
-                        schema: type[BaseModel] | dict[str, Any], model_id: str, *,
+                        schema: Any, model_id: str, *,
                         include_raw: bool = False,
                         retry: RetryPolicy | None = None) -> Runnable[LanguageModelInput, Any]:
     """``bound`` (a model bound to a JSON-schema request) followed by validation.
@@ -79,7 +88,9 @@ def structured_runnable(bound: Runnable[LanguageModelInput, BaseMessage],
     its validation error (see :class:`~agentic_loop.models.retry.RetryPolicy`)
     until ``retry.max_attempts`` calls were made; then the last
     :class:`~agentic_loop.models.errors.StructuredOutputError` is raised (or,
-    with ``include_raw``, returned as ``parsing_error``).
+    with ``include_raw``, returned as ``parsing_error``). Keyword arguments
+    given to the returned runnable's call (``.bind(temperature=0)``) reach
+    the model's call.
     """
     name = schema_name(schema)
 
@@ -96,13 +107,14 @@ def structured_runnable(bound: Runnable[LanguageModelInput, BaseMessage],
         return bound | RunnableLambda(package, name=f"parse[{name}]")
     policy = retry
 
-    def with_retries(value: LanguageModelInput) -> Any:
+    def with_retries(value: LanguageModelInput, **kwargs: Any) -> Any:
         def parse(message: BaseMessage) -> tuple[BaseMessage, Any]:
             return message, parse_structured(message, schema, model_id)
 
+        model = bound.bind(**kwargs) if kwargs else bound
         try:
             (message, parsed), _ = policy.invoke_validated(
-                bound, value, parse, what=f"{model_id} structured output", expected=name)
+                model, value, parse, what=f"{model_id} structured output", expected=name)
         except ModelCallError as exc:
             last = exc.last_error
             if not isinstance(last, StructuredOutputError):

@@ -155,10 +155,13 @@ def filter_consent(runs: Sequence[Trajectory],
 
     ``require=None`` turns it on when any run records a consent value (a
     deployment that asks for consent treats a missing answer as no);
-    ``True`` always, ``False`` never.
+    ``True`` always, ``False`` never. A run whose consent is ``False``
+    (refused, or withdrawn later: ``TrajectoryLog.record_consent``) is
+    dropped even then.
     """
     active = any(t.consent is not None for t in runs) if require is None else require
-    return ([t for t in runs if t.consent is True] if active else list(runs)), active
+    return ([t for t in runs if t.consent is True] if active
+            else [t for t in runs if t.consent is not False]), active
 
 
 def latency_bound(latencies: Sequence[float], z: float = 3.5) -> float | None:

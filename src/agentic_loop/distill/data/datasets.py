@@ -6,6 +6,12 @@ directly (``SFTTrainer``: a ``messages`` column; ``DPOTrainer``: ``prompt``,
 template to. A ``metadata`` column says where each row came from; the
 trainers drop columns they do not use.
 
+The prompt of a row is the chat the architectures send for a fresh draft
+(system message, then the task and its requirements; see
+:mod:`agentic_loop.distill.data.samples`): with a system message of its own,
+a row gets no default system prompt from the model's chat template, so the
+model is trained on exactly what it will be asked.
+
 SFT (rejection sampling, as in RFT): every sample whose reward reaches
 ``min_score``: accepted finals, and the *distinct* accepted drafts of the
 same task (several correct answers per task teach more than one), best
@@ -31,8 +37,8 @@ Example:
     ...                  final_output="Hi!", final_score=9.0)
     >>> samples = trajectory_samples(run)
     >>> rows = sft_rows(samples, min_score=0.8, log=CurationLog())
-    >>> rows[0].model_dump(include={"messages"})
-    {'messages': [{'role': 'user', 'content': 'Say hi.'}, {'role': 'assistant', 'content': 'Hi!'}]}
+    >>> [(m.role, m.content[:12]) for m in rows[0].messages]
+    [('system', 'You are a pr'), ('user', 'Say hi.'), ('assistant', 'Hi!')]
     >>> pair = preference_pairs(samples, min_score=0.8, min_gap=0.2, log=CurationLog())[0]
     >>> pair.chosen[0].content, pair.rejected[0].content, pair.metadata.gap, pair.metadata.source
     ('Hi!', 'yo', 0.5, 'refine')
@@ -77,13 +83,19 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["user", "assistant"]
+    role: Literal["system", "user", "assistant"]
     content: str
 
 
-class SftMeta(BaseModel):
-    """Where an SFT row came from."""
+def _messages(sample: Sample) -> list[Message]:
+    """A sample's prompt as messages (system, user)."""
+    return [Message(role=m["role"], content=m["content"]) for m in sample.messages]
 
+
+class SftMeta(BaseModel):
+    """Where an SFT row came from (``task``: the bare task, for tools that want it alone)."""
+
+    task: str = ""
     source: SampleSource
     trajectory_id: str
     iteration: int | None
@@ -92,15 +104,16 @@ class SftMeta(BaseModel):
 
 
 class SftRow(BaseModel):
-    """One SFT example: ``{"messages": [user, assistant], "metadata": {...}}``."""
+    """One SFT example: ``{"messages": [system, user, assistant], "metadata": {...}}``."""
 
     messages: list[Message]
     metadata: SftMeta
 
 
 class PairMeta(BaseModel):
-    """Where a preference pair came from, and its two rewards."""
+    """Where a preference pair came from, its task, and its two rewards."""
 
+    task: str = ""
     source: PairSource
     gap: float
     chosen_reward: float
@@ -112,7 +125,10 @@ class PairMeta(BaseModel):
 
 
 class PairRow(BaseModel):
-    """One DPO example: ``{"prompt": [user], "chosen": [assistant], "rejected": [assistant]}``."""
+    """One DPO example: ``{"prompt": [system, user], "chosen": [assistant], "rejected": [...]}``.
+
+    The prompt is the chosen response's (both answer the same task).
+    """
 
     prompt: list[Message]
     chosen: list[Message]
@@ -185,10 +201,9 @@ def sft_rows(
     order = _task_order(samples)
     return [
         SftRow(
-            messages=[Message(role="user", content=s.prompt),
-                      Message(role="assistant", content=s.response)],
-            metadata=SftMeta(source=s.source, trajectory_id=s.trajectory_id, iteration=s.iteration,
-                             reward=s.reward, model_id=s.model_id),
+            messages=[*_messages(s), Message(role="assistant", content=s.response)],
+            metadata=SftMeta(task=s.prompt, source=s.source, trajectory_id=s.trajectory_id,
+                             iteration=s.iteration, reward=s.reward, model_id=s.model_id),
         )
         for s in sorted(items, key=lambda s: order[s.key])  # stable: best first within a task
     ]
@@ -263,11 +278,11 @@ def preference_pairs(
     pairs.sort(key=lambda p: (order[p.chosen.key], -p.gap))
     return [
         PairRow(
-            prompt=[Message(role="user", content=p.chosen.prompt)],
+            prompt=_messages(p.chosen),
             chosen=[Message(role="assistant", content=p.chosen.response)],
             rejected=[Message(role="assistant", content=p.rejected.response)],
             metadata=PairMeta(
-                source=p.source, gap=p.gap, chosen_reward=p.chosen.reward,
+                task=p.chosen.prompt, source=p.source, gap=p.gap, chosen_reward=p.chosen.reward,
                 rejected_reward=p.rejected.reward, chosen_trajectory_id=p.chosen.trajectory_id,
                 rejected_trajectory_id=p.rejected.trajectory_id,
                 chosen_iteration=p.chosen.iteration, rejected_iteration=p.rejected.iteration,

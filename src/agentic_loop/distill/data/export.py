@@ -7,12 +7,15 @@ and turned into an SFT set and DPO pairs (see
 :mod:`agentic_loop.distill.data.datasets`). The output folder gets:
 
 ``sft.jsonl``
-    ``{"messages": [user, assistant], "metadata": {...}}`` rows.
+    ``{"messages": [system, user, assistant], "metadata": {...}}`` rows.
 ``pairs.jsonl``
-    ``{"prompt": [user], "chosen": [assistant], "rejected": [assistant], "metadata": {...}}``
-    rows (left out when there are no pairs: an empty file cannot be loaded).
+    ``{"prompt": [system, user], "chosen": [assistant], "rejected": [assistant],
+    "metadata": {...}}`` rows (left out when there are no pairs: an empty file
+    cannot be loaded).
 ``manifest.json``
-    sources and hashes, counts after each filter, redactions, versions, options.
+    sources and hashes, counts after each filter, redactions per entity type and
+    per recognizer (never a value), records dropped as unsafe, how often each
+    reward-hacking guard fired, versions (the secret rule set's included), options.
 
 Everything is computed before anything is written; each file is replaced
 atomically. If every candidate is filtered out, :class:`EmptyExportError`
@@ -60,10 +63,15 @@ from agentic_loop.distill.data.curate import (
 )
 from agentic_loop.distill.data.datasets import PairRow, SftRow, preference_pairs, sft_rows
 from agentic_loop.distill.data.errors import EmptyExportError, ExportError
-from agentic_loop.distill.data.manifest import rubric_versions, write_manifest
+from agentic_loop.distill.data.manifest import guard_counts, rubric_versions, write_manifest
 from agentic_loop.distill.data.pii import PiiGate, PiiMode, PiiReport
 from agentic_loop.distill.data.redact import redact_runs, run_texts
-from agentic_loop.distill.data.samples import RewardKind, trajectory_samples
+from agentic_loop.distill.data.samples import (
+    RETRIEVED_PARTS,
+    RewardKind,
+    trajectory_samples,
+    with_fresh_prompt,
+)
 from agentic_loop.distill.data.sources import (
     SourceFile,
     inherit_consent,
@@ -73,6 +81,7 @@ from agentic_loop.distill.data.sources import (
 )
 from agentic_loop.jsonl_log import write_jsonl
 from agentic_loop.memory.embeddings import TextEmbedder
+from agentic_loop.prompt_format import PROMPT_VERSION, SYSTEM
 from agentic_loop.trajectories import Trajectory
 
 __all__ = [
@@ -82,6 +91,7 @@ __all__ = [
     "ExportProgress",
     "ExportReport",
     "export_datasets",
+    "prompt_format",
 ]
 
 SFT_FILE = "sft.jsonl"
@@ -171,7 +181,7 @@ def _out_dir(path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def _empty_message(log: CurationLog) -> str:
+def _empty_message(log: CurationLog, problems: list[str]) -> str:
     parts = []
     for label, unit in (("SFT rows", "sft rows"), ("DPO pairs", "pairs")):
         step = log.emptied_by(unit, upstream=["records"])
@@ -180,7 +190,12 @@ def _empty_message(log: CurationLog) -> str:
         notes = "; ".join(n for n in (step.detail, _HINTS.get(step.name, "")) if n)
         note = f" ({notes})" if notes else ""
         parts.append(f"{label}: {step.name!r} removed the last {step.before}{note}")
-    return "nothing to export, and nothing was written: " + "; ".join(parts)
+    message = "nothing to export, and nothing was written: " + "; ".join(parts)
+    if problems:  # the first few, so a wrong input file shows itself (file:line: why)
+        first = "the first 3" if len(problems) > 3 else "they are"
+        shown = " | ".join(p.split("; ")[0][:200] for p in problems[:3])
+        message += f"; {len(problems)} input problems, {first}: {shown}"
+    return message
 
 
 def _filter_records(
@@ -230,6 +245,7 @@ def export_datasets(
     dedup_threshold: float | None = 0.95,
     embedder: TextEmbedder | None = None,
     progress: ExportProgress | None = None,
+    include_exemplars: bool = False,
 ) -> ExportReport:
     """Export SFT and DPO datasets and a manifest from trajectory logs (see the module docstring).
 
@@ -249,6 +265,9 @@ def export_datasets(
         dedup_threshold: cosine for near-duplicate SFT rows (``None``: exact duplicates only).
         embedder: for near duplicates; the bundled all-MiniLM-L6-v2 by default.
         progress: receives stage and progress updates (the CLI's progress bar).
+        include_exemplars: keep the exemplars and lessons a run's prompt was sent with
+            (``--with-exemplars``); by default prompts are the system message, the task
+            and its requirements, as a fresh draft without memory is asked.
     """
     _check_options(min_score, min_gap, k_anonymity, max_per_task, dedup_threshold, latency_z)
     out = _out_dir(out_dir)
@@ -257,6 +276,7 @@ def export_datasets(
 
     stage("reading inputs")
     runs, sources, problems = read_runs(paths)
+    runs = [with_fresh_prompt(t) for t in runs]  # older runs: rebuilt, before the PII gate
     entries: list[Trajectory] = []
     if archive is not None:
         entries, archive_sources, archive_problems = read_archive(archive)
@@ -286,13 +306,14 @@ def export_datasets(
                     f"task pattern shared by >= {k_anonymity} users" if k_anonymity else "off")
 
     stage("building datasets")
-    samples = [s for t in pool for s in trajectory_samples(t, reward)]
+    samples = [s for t in pool
+               for s in trajectory_samples(t, reward, include_exemplars=include_exemplars)]
     sft = sft_rows(samples, min_score=min_score, log=log, embedder=embedder,
                    dedup_threshold=dedup_threshold, max_per_task=max_per_task)
     pairs = preference_pairs(samples, min_score=min_score, min_gap=min_gap, log=log,
                              max_per_task=max_per_task)
     if not sft and not pairs:
-        raise EmptyExportError(_empty_message(log))
+        raise EmptyExportError(_empty_message(log, problems))
 
     stage("writing")
     out.mkdir(parents=True, exist_ok=True)
@@ -303,7 +324,8 @@ def export_datasets(
                "require_consent": require_consent, "consent_filter_active": consent_active,
                "latency_z": latency_z, "k_anonymity": k_anonymity, "max_per_task": max_per_task,
                "dedup_threshold": dedup_threshold, "embedder": embedder_name,
-               "archive": str(archive) if archive is not None else None}
+               "archive": str(archive) if archive is not None else None,
+               "include_exemplars": include_exemplars}
     manifest = write_manifest(out / MANIFEST_FILE, {
         "format": "trl-conversational",
         "outputs": outputs,
@@ -311,8 +333,12 @@ def export_datasets(
         "problems": problems,
         "counts": log.to_list(),
         "pii": {**gate.describe(), "report": redacted.report.to_dict(),
-                "records_dropped": redacted.dropped},
+                "records_dropped": redacted.dropped,
+                "records_dropped_count": len(redacted.dropped)},
         "redactions": dict(sorted(redacted.report.redactions.items())),
+        "redactions_by_recognizer": dict(sorted(redacted.report.recognizers.items())),
+        "guards": guard_counts(pool),
+        "prompt_format": prompt_format(pool, include_exemplars),
         "rubric_versions": rubric_versions(pool),
         "trajectory_schema_versions": _schema_versions(pool),
         "options": options,
@@ -330,6 +356,21 @@ def _write(path: Path, rows: Sequence[SftRow] | Sequence[PairRow],
         return {"rows": 0, "written": False, "sha256": None}
     write_jsonl(path, rows, row_type)
     return {"rows": len(rows), "written": True, "sha256": sha256_file(path)}
+
+
+def prompt_format(runs: Sequence[Trajectory], include_exemplars: bool) -> dict[str, Any]:
+    """How the rows' prompts are built, for the manifest and the model card.
+
+    >>> prompt_format([], False)["chat"]
+    ['system', 'user', 'assistant']
+    """
+    recorded = [r.prompt for t in runs for r in t.rounds[:1] if r.prompt is not None]
+    return {"template": "generate", "version": PROMPT_VERSION,
+            "chat": ["system", "user", "assistant"], "system": SYSTEM,
+            "parts": ["task", "requirements", *(RETRIEVED_PARTS if include_exemplars else ())],
+            "include_exemplars": include_exemplars,
+            "versions_seen": sorted({p.version for p in recorded}),
+            "rebuilt_runs": sum(p.rebuilt for p in recorded)}
 
 
 def _schema_versions(runs: Sequence[Trajectory]) -> dict[str, int]:

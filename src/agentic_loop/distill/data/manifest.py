@@ -3,7 +3,9 @@
 A trained model is only as trustworthy as the record of its data. The
 manifest written next to ``sft.jsonl`` and ``pairs.jsonl`` holds the input
 files with their SHA-256 hashes, the count after every filter, the
-redactions per entity type, the rubric versions and trajectory schema
+redactions per entity type and per recognizer (counts only: a manifest
+never holds a redacted value), how often each reward-hacking guard fired
+in the exported rounds, the rubric versions and trajectory schema
 versions of the runs used, the options, and the hash of each output file.
 It is written last, so a manifest always describes complete outputs.
 
@@ -28,7 +30,7 @@ from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["MANIFEST_SCHEMA_VERSION", "rubric_versions", "write_manifest"]
+__all__ = ["MANIFEST_SCHEMA_VERSION", "guard_counts", "rubric_versions", "write_manifest"]
 
 #: Version of the export's file layout and manifest fields; bumped on incompatible changes.
 MANIFEST_SCHEMA_VERSION = 1
@@ -42,6 +44,27 @@ def rubric_versions(runs: Sequence[Trajectory]) -> dict[str, int]:
         name, version = rubric.get("name"), rubric.get("version")
         counts[f"{name}@{version}" if name else "unknown"] += 1
     return dict(sorted(counts.items()))
+
+
+def guard_counts(runs: Sequence[Trajectory]) -> dict[str, Any]:
+    """How many exported rounds each reward-hacking guard fired on (flags only, never reasons).
+
+    >>> from agentic_loop.trajectories import Round
+    >>> run = Trajectory(architecture="a", model_id="m", task="t", rounds=[
+    ...     Round(iteration=0, draft="x", guards={"repetition": "...", "empty": "..."}),
+    ...     Round(iteration=1, draft="y", guards={"repetition": "..."}),
+    ...     Round(iteration=2, draft="z")])
+    >>> guard_counts([run])
+    {'rounds': 3, 'rounds_flagged': 2, 'fired': {'empty': 1, 'repetition': 2}}
+    """
+    fired: Counter[str] = Counter()
+    rounds = flagged = 0
+    for t in runs:
+        for r in t.rounds:
+            rounds += 1
+            flagged += bool(r.guards)
+            fired.update(r.guards.keys())  # flags only: a reason quotes the draft
+    return {"rounds": rounds, "rounds_flagged": flagged, "fired": dict(sorted(fired.items()))}
 
 
 def write_manifest(path: Path, fields: dict[str, Any]) -> dict[str, Any]:

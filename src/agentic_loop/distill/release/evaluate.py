@@ -143,11 +143,9 @@ def _name(spec: str | BaseChatModel) -> str:
 
 @contextlib.contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from agentic_loop.progress import progress_bar
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, disable=not enabled, transient=False) as bar:
+    with progress_bar(disable=not enabled) as bar:
         yield bar
 
 

@@ -21,7 +21,7 @@ Example (arguments are checked before any work starts):
     >>> distill_loop(["logs"], "work", golden="golden.jsonl", registry="reg", method="ppo")
     Traceback (most recent call last):
     ...
-    agentic_loop.errors.ConfigError: method (--method) must be one of sft, dpo, sft+dpo, got 'ppo'
+    agentic_loop.errors.ConfigError: method (--method) must be one of sft, dpo, sft+dpo, grpo, ...
 """
 
 from __future__ import annotations

@@ -17,12 +17,16 @@ On disk, under ``root``:
 ``audit.jsonl``
     one durable line (:class:`~agentic_loop.jsonl_log.JsonlLog`) per
     register, promote and rollback: when, who, from what, to what, why, and
-    the gate's numbers when a gate decided.
+    the gate's numbers when a gate decided. A register line carries the whole
+    version, so the audit log is the source of truth: a deleted ``index.json``
+    is rebuilt from it (in memory on a read, on disk at the next change),
+    never read as an empty registry that would hand out ``v1`` again.
 ``models/vN/``
     a copy of the model, only when registered with ``copy=True``.
 
 A corrupt index is reported with its path and how to recover; nothing is
-written over it.
+written over it. An audit log too old to carry versions' details is
+rebuilt with ``index.json.bak``'s, or refused with a message naming both.
 
 Example:
     >>> import tempfile, pathlib
@@ -37,6 +41,10 @@ Example:
     'v1'
     >>> [f"{e.action} {e.version}" for e in reg.history()]
     ['register v1', 'register v2', 'promote v1', 'promote v2', 'rollback v1']
+    >>> reg.index_path.unlink()                       # index.json lost: rebuilt from the audit
+    >>> import warnings; warnings.simplefilter("ignore", IndexRebuiltWarning)
+    >>> [v.version for v in reg.versions()], reg.current.version, reg.register(tmp / "a").version
+    (['v1', 'v2'], 'v1', 'v3')
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import getpass
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,7 +69,7 @@ from agentic_loop.errors import ReleaseError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.models.model_dirs import adapter_base, is_adapter_dir
 
-__all__ = ["AuditEntry", "ModelVersion", "Registry", "RegistryError"]
+__all__ = ["AuditEntry", "IndexRebuiltWarning", "ModelVersion", "Registry", "RegistryError"]
 
 INDEX_FILE = "index.json"
 AUDIT_FILE = "audit.jsonl"
@@ -69,6 +78,10 @@ _COPY_IGNORE = shutil.ignore_patterns("checkpoints", "stages", "run.json", ".*")
 
 class RegistryError(ReleaseError):
     """A registry operation cannot be done; the message names the registry and what to do."""
+
+
+class IndexRebuiltWarning(UserWarning):
+    """``index.json`` was missing and the registry was rebuilt from ``audit.jsonl``."""
 
 
 class ModelVersion(BaseModel):
@@ -88,12 +101,14 @@ class AuditEntry(BaseModel):
     """One line of ``audit.jsonl``."""
 
     at: str = Field(default_factory=utc_stamp)
-    action: Literal["register", "promote", "rollback"]
+    action: Literal["register", "promote", "rollback", "data_removed"]
     version: str
     previous: str | None = None
     reason: str | None = None
     user: str | None = None
     gate: dict[str, Any] | None = None
+    #: the registered version itself (register lines), so the index can be rebuilt from the log
+    model: ModelVersion | None = None
 
 
 class _Index(BaseModel):
@@ -133,7 +148,7 @@ class Registry:
 
     def _read(self) -> _Index:
         if not self.index_path.is_file():
-            return _Index()
+            return self._rebuild()
         try:
             return _Index.model_validate_json(self.index_path.read_bytes())
         except (ValidationError, ValueError) as exc:
@@ -142,7 +157,8 @@ class Registry:
                     if backup.is_file() else "restore it from a backup")
             raise RegistryError(
                 f"the registry index {self.index_path} is corrupt ({str(exc).splitlines()[0]}); "
-                f"nothing was changed; {hint}; {self.root / AUDIT_FILE} lists every promote and "
+                f"nothing was changed; {hint}, or move it aside to rebuild it from "
+                f"{self.root / AUDIT_FILE}, which records every register, promote and "
                 "rollback") from None
 
     def versions(self) -> list[ModelVersion]:
@@ -212,7 +228,7 @@ class Registry:
             index.versions.append(entry)
             self._write(index)
             self._audit.append(AuditEntry(action="register", version=version, reason=notes,
-                                          user=_user()))
+                                          user=_user(), model=entry))
         return entry
 
     def promote(self, version: str | int, *, reason: str | None = None,
@@ -257,7 +273,43 @@ class Registry:
                                           previous=replaced, reason=reason, user=_user()))
         return target
 
+    def record_data_removal(self, version: str | int, *, reason: str) -> AuditEntry:
+        """Log that data ``version`` was trained on has been erased (a user forgotten, retention).
+
+        The weights still hold what they learned from it, so the version is
+        marked in the audit log for a person to decide (retrain, retire); the
+        index and the current pointer are not changed.
+        """
+        with self._locked():
+            entry = self._find(self._read(), self._normalize(version))
+            audit = AuditEntry(action="data_removed", version=entry.version, reason=reason,
+                               user=_user())
+            self._audit.append(audit)
+        return audit
+
     # -- helpers ------------------------------------------------------------
+
+    def _rebuild(self) -> _Index:
+        """The index replayed from ``audit.jsonl`` when ``index.json`` is gone; empty when new.
+
+        Reads write nothing: the rebuilt index reaches the disk with the next change.
+        """
+        entries = self.history()
+        backup = self.index_path.with_name(INDEX_FILE + ".bak")
+        if not any(e.action in ("register", "promote", "rollback") for e in entries):
+            if backup.is_file():
+                raise RegistryError(
+                    f"the registry index {self.index_path} is missing and {self.root / AUDIT_FILE} "
+                    f"records nothing to rebuild it from; restore it with `cp {backup} "
+                    f"{self.index_path}`")
+            return _Index()
+        index = replay_audit(entries, _backup_versions(backup), self.root)
+        warnings.warn(
+            f"the registry index {self.index_path} is missing; rebuilt from "
+            f"{self.root / AUDIT_FILE} ({len(index.versions)} versions, current "
+            f"{index.current or 'none'}); it is written back at the next change",
+            IndexRebuiltWarning, stacklevel=3)
+        return index
 
     @contextmanager
     def _locked(self, *, create: bool = False) -> Iterator[None]:
@@ -309,3 +361,40 @@ class Registry:
                 f"version {entry.version}'s model directory {entry.path} no longer exists; it "
                 "cannot be served; restore the folder, or register the model again with "
                 "copy=True")
+
+
+def replay_audit(entries: list[AuditEntry], known: dict[str, ModelVersion], root: Path) -> _Index:
+    """The index that ``entries`` (oldest first) describe; ``known`` fills in old register lines.
+
+    Promote and rollback replay exactly what they did to the index (the
+    rollback stack included); data-removal notes change nothing.
+    """
+    index = _Index()
+    for entry in entries:
+        if entry.action == "register":
+            model = entry.model or known.get(entry.version)
+            if model is None:
+                raise RegistryError(
+                    f"the registry index {root / INDEX_FILE} is missing and cannot be rebuilt: "
+                    f"{root / AUDIT_FILE} records register {entry.version} without its details "
+                    f"(an older agentic-loop wrote it) and {root / (INDEX_FILE + '.bak')} does not "
+                    "hold it; restore index.json from a backup (or `cp index.json.bak "
+                    "index.json`, then register the missing versions again)")
+            index.versions.append(model)
+        elif entry.action == "promote":
+            if index.current is not None:
+                index.previous.append(index.current)
+            index.current = entry.version
+        elif entry.action == "rollback":
+            if index.previous:
+                index.previous.pop()
+            index.current = entry.version
+    return index
+
+
+def _backup_versions(backup: Path) -> dict[str, ModelVersion]:
+    """The versions ``index.json.bak`` describes (none when it is missing or unreadable)."""
+    try:
+        return {v.version: v for v in _Index.model_validate_json(backup.read_bytes()).versions}
+    except (OSError, ValidationError, ValueError):
+        return {}

@@ -46,12 +46,16 @@ class ModelCardError(TrainError, ValueError):
 
 
 class DataRef(BaseModel):
-    """The dataset a model was trained on: its folder, manifest hash and row counts."""
+    """The data a model was trained on: its folder (or task file), hash and counts.
+
+    ``prompts`` counts GRPO's tasks (it trains on prompts, not rows).
+    """
 
     dir: str
     manifest_sha256: str
     sft_rows: int = 0
     pairs: int = 0
+    prompts: int = 0
 
 
 class ModelCard(BaseModel):
@@ -76,6 +80,11 @@ class ModelCard(BaseModel):
     config_fingerprint: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     evals: list[dict[str, Any]] = Field(default_factory=list)
+    #: how the training prompts were built (the export manifest's ``prompt_format``: template,
+    #: version, system message, parts): serve the model with the same chat
+    prompt_format: dict[str, Any] | None = None
+    #: GRPO: the reward functions and weights, error counts, locked rubrics, per-step curve
+    reward: dict[str, Any] | None = None
 
 
 def _card_path(path: str | os.PathLike[str]) -> Path:

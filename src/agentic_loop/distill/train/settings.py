@@ -8,12 +8,20 @@ and hashed into a fingerprint that resume and the model card compare.
 
 Learning-rate defaults differ by method and by LoRA: a LoRA adapter starts
 at zero and needs a ~10x larger step than full fine-tuning, and DPO moves a
-policy away from a reference, which needs smaller steps than SFT.
+policy away from a reference, which needs smaller steps than SFT. GRPO
+(online RL, the rubric's checks as the reward) takes TRL's own 1e-6, and
+its own KL strength: ``beta`` defaults to 0.1 for DPO and 0.04 for GRPO
+(DeepSeekMath's; 0 drops the reference model). GRPO's fields carry TRL's
+``GRPOConfig`` names (``num_generations``, ``max_completion_length``,
+``temperature``, ``use_vllm``, ``vllm_mode``).
 
 Example:
     >>> s = TrainSettings(method="dpo", lora=True)
     >>> s.learning_rate_for("dpo"), s.stages
     (5e-05, ('dpo',))
+    >>> g = TrainSettings(method="grpo", num_generations=2, batch_size=4)
+    >>> g.learning_rate_for("grpo"), g.beta_for("grpo"), g.stages
+    (1e-06, 0.04, ('grpo',))
     >>> TrainSettings(method="sft+dpo").stages
     ('sft', 'dpo')
     >>> TrainSettings(method="sft", epochs=0)
@@ -33,10 +41,17 @@ from typing import Any, Literal
 
 from agentic_loop.errors import ConfigError
 
-__all__ = ["DEFAULT_LEARNING_RATES", "METHODS", "Method", "TrainSettings"]
+__all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "LLM_FEATURE_POLICIES",
+           "METHODS", "Method", "TrainSettings"]
 
-Method = Literal["sft", "dpo", "sft+dpo"]
-METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo")
+Method = Literal["sft", "dpo", "sft+dpo", "grpo"]
+METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo", "grpo")
+#: How a rubric with LLM-judged features becomes a reward: its checks only, or refused.
+LLM_FEATURE_POLICIES: tuple[str, ...] = ("checks", "refuse")
+#: The fields only GRPO reads (left out of other methods' cards and fingerprints).
+GRPO_FIELDS: tuple[str, ...] = ("num_generations", "max_completion_length", "temperature",
+                                "use_vllm", "vllm_mode", "reward_workers", "check_reward_weight",
+                                "format_penalty", "llm_features")
 
 #: (stage, lora) -> learning rate, used when none is given.
 DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
@@ -44,7 +59,12 @@ DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
     ("sft", True): 2e-4,
     ("dpo", False): 5e-6,
     ("dpo", True): 5e-5,
+    ("grpo", False): 1e-6,
+    ("grpo", True): 1e-5,
 }
+
+#: stage -> KL strength (``beta``), used when none is given.
+DEFAULT_BETAS: dict[str, float] = {"dpo": 0.1, "grpo": 0.04}
 
 
 @dataclass(frozen=True)
@@ -54,13 +74,16 @@ class TrainSettings:
     ``learning_rate=None`` takes :data:`DEFAULT_LEARNING_RATES` for the
     method's *last* stage; with ``sft+dpo`` the SFT stage takes its own
     default unless ``learning_rate`` is given (then both stages use it).
+    ``beta=None`` takes :data:`DEFAULT_BETAS`. With GRPO, ``batch_size`` is
+    TRL's: completions per device per step (``num_generations`` of them per
+    prompt), and ``max_length`` does not apply.
     """
 
     method: str = "sft"
     lora: bool = False
     max_steps: int | None = None
     epochs: float = 1.0
-    beta: float = 0.1
+    beta: float | None = None
     seed: int = 0
     learning_rate: float | None = None
     batch_size: int = 4
@@ -73,6 +96,16 @@ class TrainSettings:
     lora_target_modules: str | tuple[str, ...] = "all-linear"
     gradient_checkpointing: bool = False
     save_steps: int = 50
+    # GRPO (see GRPO_FIELDS)
+    num_generations: int = 4
+    max_completion_length: int = 128
+    temperature: float = 1.0
+    use_vllm: bool | None = None
+    vllm_mode: str = "colocate"
+    reward_workers: int = 0
+    check_reward_weight: float = 0.0
+    format_penalty: float = 0.0
+    llm_features: str = "checks"
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str]] = [
@@ -81,7 +114,8 @@ class TrainSettings:
             (self.max_steps is None or self.max_steps >= 1,
              f"max_steps (--max-steps) must be at least 1, got {self.max_steps}"),
             (self.epochs > 0, f"epochs (--epochs) must be positive, got {self.epochs:g}"),
-            (self.beta > 0, f"beta (--beta) must be positive, got {self.beta:g}"),
+            (self.beta is None or self.beta > 0 or (self.method == "grpo" and self.beta == 0),
+             f"beta (--beta) must be positive (0 allowed for grpo), got {self.beta}"),
             (self.learning_rate is None or self.learning_rate > 0,
              f"learning_rate (--learning-rate) must be positive, got {self.learning_rate}"),
             (self.batch_size >= 1,
@@ -100,9 +134,38 @@ class TrainSettings:
               "base is the SFT model, which only exists merged; drop --no-merge, or train 'sft' "
               "and 'dpo' separately")),
         ]
+        if self.method == "grpo":
+            checks += self._grpo_checks()
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+
+    def _grpo_checks(self) -> list[tuple[bool, str]]:
+        per_step = self.batch_size * self.gradient_accumulation_steps
+        return [
+            (self.num_generations >= 2,
+             "num_generations (--num-generations) must be at least 2: GRPO compares completions "
+             f"of the same prompt, got {self.num_generations}"),
+            (per_step % self.num_generations == 0,
+             f"batch_size x gradient_accumulation_steps ({per_step}) must be a multiple of "
+             f"num_generations ({self.num_generations}): each step scores whole groups; set "
+             f"--batch-size to {self.num_generations} or a multiple of it"),
+            (self.max_completion_length >= 1,
+             "max_completion_length (--max-completion-length) must be at least 1, "
+             f"got {self.max_completion_length}"),
+            (self.temperature > 0,
+             f"temperature (--temperature) must be positive, got {self.temperature:g}"),
+            (self.vllm_mode in ("colocate", "server"),
+             f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}"),
+            (self.reward_workers >= 0,
+             f"reward_workers (--reward-workers) must be 0 or more, got {self.reward_workers}"),
+            (self.check_reward_weight >= 0 and self.format_penalty >= 0,
+             "check_reward_weight and format_penalty (--check-reward-weight, --format-penalty) "
+             f"must be 0 or more, got {self.check_reward_weight:g} and {self.format_penalty:g}"),
+            (self.llm_features in LLM_FEATURE_POLICIES,
+             f"llm_features (--llm-features) must be one of {', '.join(LLM_FEATURE_POLICIES)}, "
+             f"got {self.llm_features!r}"),
+        ]
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -114,6 +177,10 @@ class TrainSettings:
         if self.learning_rate is not None:
             return self.learning_rate
         return DEFAULT_LEARNING_RATES[(stage, self.lora)]
+
+    def beta_for(self, stage: str) -> float:
+        """The KL strength of a DPO or GRPO stage (explicit, else the stage's default)."""
+        return self.beta if self.beta is not None else DEFAULT_BETAS[stage]
 
     @property
     def adapter_output(self) -> bool:
@@ -131,8 +198,16 @@ class TrainSettings:
                          "merge_lora")
             for key in lora_keys:
                 data.pop(key)
-        if "dpo" not in self.stages:
+        kl_stages = [s for s in self.stages if s in DEFAULT_BETAS]
+        if kl_stages:
+            data["beta"] = self.beta_for(kl_stages[-1])
+        else:
             data.pop("beta")
+        if "grpo" in self.stages:
+            data.pop("max_length")
+        else:
+            for key in GRPO_FIELDS:
+                data.pop(key)
         return data
 
     def fingerprint(self, data_hash: str, base: str = "") -> str:

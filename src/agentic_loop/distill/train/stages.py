@@ -1,5 +1,8 @@
 """One trainer stage (SFT or DPO): load the model, train with TRL, save, and report.
 
+GRPO is a stage too (:mod:`agentic_loop.distill.train.grpo`); it shares the
+loading, arguments and saving defined here.
+
 Why a module of its own: :func:`~agentic_loop.distill.train.trainer.train`
 decides *what* runs (stages, resume, the model card); this module is *how*
 one stage runs on TRL, PEFT and transformers, all imported inside the
@@ -23,7 +26,8 @@ from typing import Any
 from agentic_loop.distill.train.settings import TrainSettings
 from agentic_loop.distill.train.training_data import TrainingData
 
-__all__ = ["StageResult", "run_stage"]
+__all__ = ["StageResult", "common_args", "load_policy", "lora_config", "no_final_checkpoint",
+           "run_stage", "save_model"]
 
 
 @dataclass(frozen=True)
@@ -64,22 +68,12 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
                config: TrainSettings, precision: str, checkpoint_dir: Path, resume: bool,
                progress: bool, callbacks: Sequence[Any], state: Any, *, merge: bool) -> StageResult:
     """Train one stage from ``model_dir`` and save the result to ``stage_out``."""
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from transformers.trainer_utils import get_last_checkpoint
 
-    if precision == "fp32":
-        from agentic_loop.models.local import default_num_threads
-
-        torch.set_num_threads(default_num_threads())
-    set_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model, tokenizer = load_policy(model_dir, config, precision)
     args = _trainer_args(stage, config, precision, checkpoint_dir, progress)
-    peft_config = _lora_config(config) if config.lora else None
+    peft_config = lora_config(config) if config.lora else None
     rows = data.sft if stage == "sft" else data.pairs
     dataset = Dataset.from_list(rows)
     trainer: Any
@@ -97,12 +91,12 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
         trainer = DPOTrainer(model=model, args=args, train_dataset=dataset,
                              processing_class=tokenizer, peft_config=peft_config,
                              callbacks=list(callbacks))
-    trainer.add_callback(_no_final_checkpoint())
+    trainer.add_callback(no_final_checkpoint())
     last = get_last_checkpoint(str(checkpoint_dir)) if resume and checkpoint_dir.is_dir() else None
     begun = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=last)
     runtime = time.perf_counter() - begun
-    _save(trainer, tokenizer, stage_out, lora=config.lora, merge=merge, state=state)
+    save_model(trainer, tokenizer, stage_out, lora=config.lora, merge=merge, state=state)
     metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in output.metrics.items()}
     history = [h for h in trainer.state.log_history if "loss" in h]
     if history:
@@ -116,7 +110,23 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
                        Path(last).name if last else None, metrics)
 
 
-def _no_final_checkpoint() -> Any:
+def load_policy(model_dir: Path, config: TrainSettings, precision: str) -> tuple[Any, Any]:
+    """The model to train and its tokenizer (fp32 weights; mixed precision is the trainer's)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+
+    if precision == "fp32":
+        from agentic_loop.models.local import default_num_threads
+
+        torch.set_num_threads(default_num_threads())
+    set_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), tokenizer
+
+
+def no_final_checkpoint() -> Any:
     from transformers import TrainerCallback
 
     class NoFinalCheckpoint(TrainerCallback):
@@ -135,16 +145,16 @@ def _no_final_checkpoint() -> Any:
     return NoFinalCheckpoint()
 
 
-def _trainer_args(stage: str, config: TrainSettings, precision: str, checkpoint_dir: Path,
-                  progress: bool) -> Any:
-    common: dict[str, Any] = {
+def common_args(stage: str, config: TrainSettings, precision: str, checkpoint_dir: Path,
+                progress: bool) -> dict[str, Any]:
+    """The ``TrainingArguments`` every stage shares (SFT, DPO and GRPO configs take them all)."""
+    return {
         "output_dir": str(checkpoint_dir),
         "per_device_train_batch_size": config.batch_size,
         "gradient_accumulation_steps": config.gradient_accumulation_steps,
         "learning_rate": config.learning_rate_for(stage),
         "num_train_epochs": config.epochs,
         "max_steps": config.max_steps if config.max_steps is not None else -1,
-        "max_length": config.max_length,
         "seed": config.seed,
         "data_seed": config.seed,
         "use_cpu": precision == "fp32",
@@ -157,22 +167,27 @@ def _trainer_args(stage: str, config: TrainSettings, precision: str, checkpoint_
         "save_total_limit": 2,
         "report_to": "none",
         "disable_tqdm": not progress,
-        "include_num_input_tokens_seen": "non_padding",
         "dataloader_num_workers": 0,
         # Every trainable weight is used in each forward pass (checked under torchrun with
         # LoRA and full models); the default True costs an extra autograd traversal per step.
         "ddp_find_unused_parameters": False,
     }
+
+
+def _trainer_args(stage: str, config: TrainSettings, precision: str, checkpoint_dir: Path,
+                  progress: bool) -> Any:
+    common = {**common_args(stage, config, precision, checkpoint_dir, progress),
+              "max_length": config.max_length, "include_num_input_tokens_seen": "non_padding"}
     if stage == "sft":
         from trl import SFTConfig
 
         return SFTConfig(**common)
     from trl import DPOConfig
 
-    return DPOConfig(**common, beta=config.beta)
+    return DPOConfig(**common, beta=config.beta_for("dpo"))
 
 
-def _lora_config(config: TrainSettings) -> Any:
+def lora_config(config: TrainSettings) -> Any:
     from peft import LoraConfig
 
     targets = config.lora_target_modules
@@ -182,7 +197,8 @@ def _lora_config(config: TrainSettings) -> Any:
                       task_type="CAUSAL_LM")
 
 
-def _save(trainer: Any, tokenizer: Any, out: Path, *, lora: bool, merge: bool, state: Any) -> None:
+def save_model(trainer: Any, tokenizer: Any, out: Path, *, lora: bool, merge: bool,
+               state: Any) -> None:
     """Write the trained model (merged, adapter or full) and its tokenizer to ``out``."""
     state.wait_for_everyone()
     if state.is_main_process:

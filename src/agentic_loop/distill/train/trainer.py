@@ -1,4 +1,4 @@
-"""``train``: distill an exported dataset into a model's weights with TRL (SFT, DPO or both).
+"""``train``: distill an exported dataset into a model's weights with TRL (SFT, DPO, GRPO).
 
 This module decides what a run is (stages, resume, the card); each stage
 runs in :mod:`agentic_loop.distill.train.stages`.
@@ -7,6 +7,11 @@ This is the training loop's weight update. ``sft`` is rejection-sampling
 SFT on the accepted outputs (``sft.jsonl``); ``dpo`` learns from preference
 pairs (``pairs.jsonl``: a high-scoring answer against a low-scoring one for
 the same prompt); ``sft+dpo`` runs SFT, then DPO from the SFT model.
+``grpo`` is online RL on *tasks* (a task file, or an export's prompts): the
+model samples answers and each task's locked rubric rewards them
+(:mod:`agentic_loop.distill.train.grpo`; the card then lists the reward
+functions, their weights, error counts and the reward curve,
+``reward_curve.png``).
 
 What it takes care of, so a caller does not have to:
 
@@ -47,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.clock import utc_stamp
+from agentic_loop.distill.train.grpo import Device, run_grpo_stage
 from agentic_loop.distill.train.model_card import (
     CARD_FILE,
     DataRef,
@@ -55,9 +61,10 @@ from agentic_loop.distill.train.model_card import (
     read_card,
     write_card,
 )
+from agentic_loop.distill.train.prompt_set import PromptSet, load_prompt_set
 from agentic_loop.distill.train.settings import TrainSettings
 from agentic_loop.distill.train.stages import StageResult, run_stage
-from agentic_loop.distill.train.training_data import load_training_data
+from agentic_loop.distill.train.training_data import TrainingData, load_training_data
 from agentic_loop.errors import TrainError
 from agentic_loop.models.model_dirs import is_adapter_dir, resolve_model_dir
 
@@ -99,11 +106,7 @@ def training_precision() -> str:
     >>> training_precision() in ("bf16", "fp16", "fp32")
     True
     """
-    import torch
-
-    if torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "fp32"
+    return Device.detect().precision
 
 
 def train(
@@ -115,7 +118,7 @@ def train(
     lora: bool = False,
     max_steps: int | None = None,
     epochs: float = 1.0,
-    beta: float = 0.1,
+    beta: float | None = None,
     seed: int = 0,
     learning_rate: float | None = None,
     batch_size: int = 4,
@@ -134,14 +137,15 @@ def train(
 
     Args:
         data_dir: a folder written by ``export_datasets`` (``sft.jsonl``,
-            ``pairs.jsonl``, ``manifest.json``).
+            ``pairs.jsonl``, ``manifest.json``); for ``grpo`` also a task file.
         out_dir: where the model, its tokenizer and ``model_card.yaml`` go.
-        method: ``"sft"``, ``"dpo"`` or ``"sft+dpo"``.
+        method: ``"sft"``, ``"dpo"``, ``"sft+dpo"`` or ``"grpo"``.
         base: ``"local"`` (the embedded model), ``"local:<dir>"`` or an HF directory.
         lora: train a LoRA adapter (PEFT) instead of every weight.
         max_steps: stop after this many optimizer steps (overrides ``epochs``).
         epochs: passes over the data when ``max_steps`` is not set.
-        beta: DPO's KL strength (higher keeps the model closer to the reference).
+        beta: the KL strength of DPO (default 0.1) or GRPO (default 0.04); higher keeps
+            the model closer to the reference.
         seed: seeds weights init (LoRA), data order and dropout.
         learning_rate: ``None`` for the per-method default (see ``TrainSettings``).
         batch_size / gradient_accumulation_steps: per-device batch and accumulation.
@@ -155,7 +159,10 @@ def train(
         name: the model's name on its card (default: ``out_dir``'s name).
         callbacks: extra ``transformers.TrainerCallback`` objects for the trainers.
         **settings: more :class:`TrainSettings` fields (``lora_r``, ``lora_alpha``,
-            ``lora_dropout``, ``lora_target_modules``, ``gradient_checkpointing``).
+            ``lora_dropout``, ``lora_target_modules``, ``gradient_checkpointing``; for GRPO
+            ``num_generations``, ``max_completion_length``, ``temperature``, ``use_vllm``,
+            ``vllm_mode``, ``reward_workers``, ``check_reward_weight``, ``format_penalty``,
+            ``llm_features``).
     """
     config = TrainSettings(method=method, lora=lora, max_steps=max_steps, epochs=epochs, beta=beta,
                            seed=seed, learning_rate=learning_rate, batch_size=batch_size,
@@ -166,13 +173,12 @@ def train(
     if out.exists() and not out.is_dir():
         raise TrainError(f"output path {out} is a file; pass a folder for the model "
                          "(created if missing)")
-    data = load_training_data(data_dir, need_sft="sft" in config.stages,
-                              need_pairs="dpo" in config.stages)
+    data, prompts, data_ref = _inputs(data_dir, config)
     base_dir = resolve_model_dir(base)
     if is_adapter_dir(base_dir):
         raise TrainError(f"base {base_dir} is a LoRA adapter; train on a full model (merge the "
                          "adapter first: train with merge_lora=True, the default)")
-    fingerprint = config.fingerprint(data.manifest_sha256, str(base_dir.resolve()))
+    fingerprint = config.fingerprint(data_ref.manifest_sha256, str(base_dir.resolve()))
     finished = _finished_run(out, fingerprint)
     if finished is not None and resume:
         return TrainResult(out, config, [StageResult.from_dict(s) for s in finished.stages],
@@ -182,15 +188,23 @@ def train(
     from accelerate import PartialState
 
     state = PartialState()
-    precision = training_precision()
+    device = Device.detect()
+    precision = device.precision
     started = utc_stamp()
+    reward: dict[str, Any] | None = None
     results: list[StageResult] = []
     model_dir = base_dir
     for index, stage in enumerate(config.stages):
         last = index == len(config.stages) - 1
         stage_out = out if last else out / STAGES / stage
         done = _stage_done(stage_out, fingerprint) if not last else None
-        if done is None:
+        if done is None and stage == "grpo":
+            assert prompts is not None
+            done, reward = run_grpo_stage(model_dir, stage_out, prompts, config, device,
+                                          out / CHECKPOINTS / stage, resume, progress, callbacks,
+                                          state, merge=config.merge_lora)
+        elif done is None:
+            assert data is not None
             done = run_stage(stage, model_dir, stage_out, data, config, precision,
                               out / CHECKPOINTS / stage, resume, progress, callbacks, state,
                               merge=config.merge_lora or not last)
@@ -206,12 +220,13 @@ def train(
         lora=({"r": config.lora_r, "alpha": config.lora_alpha, "dropout": config.lora_dropout,
                "target_modules": config.hyperparameters()["lora_target_modules"],
                "merged": config.merge_lora} if config.lora else None),
-        data=DataRef(dir=str(data.data_dir.resolve()), manifest_sha256=data.manifest_sha256,
-                     **data.counts()),
+        data=data_ref, reward=reward,
         hyperparameters=config.hyperparameters(), precision=precision,
         stages=[r.to_dict() for r in results], metrics=_summary(results),
         started_at=started, finished_at=utc_stamp(), config_fingerprint=fingerprint,
         versions=_library_versions(), world_size=state.num_processes,
+        prompt_format=data.prompt_format if data is not None else (
+            prompts.prompt_format() if prompts is not None else None),
     )
     if state.is_main_process:
         write_card(out, card)
@@ -224,6 +239,19 @@ def train(
 
 
 # -- run bookkeeping ------------------------------------------------------------------
+
+
+def _inputs(data_dir: str | os.PathLike[str], config: TrainSettings
+            ) -> tuple[TrainingData | None, PromptSet | None, DataRef]:
+    """What the method trains on: an export's rows, or GRPO's prompt set; and its record."""
+    if config.method == "grpo":
+        prompts = load_prompt_set(data_dir, llm_features=config.llm_features)
+        return None, prompts, DataRef(dir=str(prompts.path.resolve()),
+                                      manifest_sha256=prompts.sha256, prompts=len(prompts.tasks))
+    data = load_training_data(data_dir, need_sft="sft" in config.stages,
+                              need_pairs="dpo" in config.stages)
+    return data, None, DataRef(dir=str(data.data_dir.resolve()),
+                               manifest_sha256=data.manifest_sha256, **data.counts())
 
 
 def _finished_run(out: Path, fingerprint: str) -> ModelCard | None:

@@ -77,6 +77,17 @@ class TrainingData:
         """Rows per file, for the model card."""
         return {"sft_rows": len(self.sft), "pairs": len(self.pairs)}
 
+    @property
+    def prompt_format(self) -> dict[str, Any] | None:
+        """How the export built the rows' prompts (``manifest.json``), for the model card.
+
+        None for a folder without a manifest, or one exported before prompts
+        were recorded (its rows are a bare task, answered with the chat
+        template's default system prompt).
+        """
+        found = (self.manifest or {}).get("prompt_format")
+        return dict(found) if isinstance(found, dict) else None
+
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open("r", encoding="utf-8") as fh:

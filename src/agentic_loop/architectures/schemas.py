@@ -1,0 +1,210 @@
+"""What a graph takes, gives and lets a caller set per run: input, output and context schemas.
+
+Why: a graph served by a LangGraph server (or dropped into a user's graph)
+is described by its schemas alone. LangGraph Studio draws its input form from
+:class:`RunInput`, the SDK's caller reads :class:`RunOutput`, and per-run
+settings (the rubric's constraints, the target score, the number of drafts)
+travel as the run's *context* (:class:`RunSettings`, LangGraph's
+``context_schema``), so one served graph serves every setting with no
+rebuild. Python callers keep ``Architecture.run(...)``; the schemas are what
+the same graph shows to everyone else.
+
+The nodes already read a run's rubric and user fields from the config
+(``run(rubric=..., user_id=...)``); :func:`run_view` maps the input fields
+and the context onto those same config keys, and gives the stop rule a
+shallow copy of the architecture with the run's target and budget, so no
+node needs to know where a setting came from.
+
+Example:
+    >>> settings = RunSettings(constraints={"exact_words": 3}, max_iterations=1)
+    >>> settings.rubric().names
+    ('exact_words',)
+    >>> sorted(RunInput.__annotations__)
+    ['consent', 'metadata', 'task', 'thread_id', 'user_id']
+    >>> RunSettings(target_score=11)
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for RunSettings
+    target_score
+      Input should be less than or equal to 10 ...
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing_extensions import TypedDict
+
+from agentic_loop.architectures.results import RunResult
+from agentic_loop.architectures.state import LoopState
+from agentic_loop.errors import ConfigError
+from agentic_loop.judges import Rubric
+from agentic_loop.trajectories import Round, Trajectory, hash_user_id
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
+
+__all__ = ["MAX_RUN_ITERATIONS", "OUTPUT_FIELDS", "GraphState", "RunInput", "RunOutput",
+           "RunSettings", "output_fields", "run_view"]
+
+#: The most drafts a run's context may ask for: a served graph takes settings from anyone
+#: who can reach the server, and each draft costs model calls.
+MAX_RUN_ITERATIONS = 20
+
+#: The result fields a run's output carries, as :class:`RunResult` names them.
+OUTPUT_FIELDS = ("output", "score", "passed", "features", "stop_reason", "iterations")
+
+
+class RunInput(TypedDict, total=False):
+    """A run's input: the task, and optional fields recorded with its trajectory."""
+
+    task: Required[str]
+    #: Your conversation or session id; kept in the trajectory's metadata. On a LangGraph
+    #: server, the server's thread id is kept when this is not given.
+    thread_id: NotRequired[str]
+    #: Who asked; only a salted hash reaches the trajectory (``AGENTIC_LOOP_USER_SALT``).
+    user_id: NotRequired[str]
+    #: Whether the user agreed that this run may be used for training.
+    consent: NotRequired[bool]
+    #: Anything else to keep with the trajectory (JSON values).
+    metadata: NotRequired[dict[str, Any]]
+
+
+class RunOutput(TypedDict, total=False):
+    """A run's output: the result fields first, then the record behind them.
+
+    ``output`` is the best draft (not merely the last), ``passed`` says every
+    check of the rubric holds for it, ``iterations`` counts the drafts judged.
+    ``final`` (the best round) and ``trajectory`` (the whole run, as logged)
+    are there for parent graphs and callers that want more than the summary.
+    """
+
+    output: str | None
+    score: float | None
+    passed: bool
+    features: dict[str, Any]
+    stop_reason: str | None
+    iterations: int
+    archived: bool
+    errors: list[str]
+    trajectory_id: str
+    final: Round | None
+    trajectory: Trajectory
+
+
+class GraphState(LoopState, total=False):
+    """The graph's whole state: the loop's own keys plus the input and output fields."""
+
+    thread_id: str
+    user_id: str
+    consent: bool
+    metadata: dict[str, Any]
+    output: str | None
+    score: float | None
+    passed: bool
+    features: dict[str, Any]
+    iterations: int
+
+
+class RunSettings(BaseModel):
+    """Settings of one run, given as its LangGraph context; unset fields keep the graph's own.
+
+    From the SDK: ``client.runs.wait(thread, "reflection", input={"task": ...},
+    context={"constraints": {"exact_words": 12}, "max_iterations": 2})``; from
+    Python: ``graph.invoke({"task": ...}, context=RunSettings(...))``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    constraints: dict[str, Any] | None = Field(
+        default=None,
+        description="The rubric's checks as Rubric.for_constraints keywords, e.g. "
+                    '{"word_count": [10, 12], "exclude_words": ["we"]}. Replaces the '
+                    "graph's rubric (and the constraints parsed from the task) for this run.")
+    target_score: float | None = Field(
+        default=None, ge=0.0, le=10.0,
+        description="Stop once a draft scores at least this (0-10) and passes every check.")
+    max_iterations: int | None = Field(
+        default=None, ge=1, le=MAX_RUN_ITERATIONS,
+        description="At most this many drafts are written and judged.")
+
+    @field_validator("constraints")
+    @classmethod
+    def _known_constraints(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Refuse a constraint ``Rubric.for_constraints`` does not know, when the run starts."""
+        if value is not None:
+            if not value:
+                raise ConfigError("constraints={} names no check; leave it out to keep the "
+                                  "graph's rubric, or name at least one constraint")
+            Rubric.for_constraints(**value)
+        return value
+
+    def rubric(self) -> Rubric | None:
+        """The rubric these settings ask for (None: the graph's own)."""
+        return None if self.constraints is None else Rubric.for_constraints(**self.constraints)
+
+
+ArchT = TypeVar("ArchT")
+
+
+def run_view(architecture: ArchT, state: dict[str, Any], config: RunnableConfig,
+             runtime: Runtime[Any] | None) -> tuple[ArchT, RunnableConfig]:
+    """The architecture and config one node runs with, given the run's input and context.
+
+    The context (when it is :class:`RunSettings`: a parent graph's own context
+    is left alone) sets the rubric unless the caller passed one in the config,
+    and the target and budget on a shallow copy of the architecture (model,
+    memory and logs are shared). Input fields (``user_id``, ``consent``,
+    ``metadata``, ``thread_id``) become the run metadata the trajectory records.
+    """
+    settings = getattr(runtime, "context", None)
+    settings = settings if isinstance(settings, RunSettings) else None
+    inputs = {k: state[k] for k in ("thread_id", "user_id", "consent", "metadata")
+              if state.get(k) is not None}
+    configurable = dict(config.get("configurable") or {})
+    if inputs or "run_metadata" not in configurable:
+        configurable["run_metadata"] = _run_metadata(configurable, inputs)
+    if settings is not None and settings.constraints is not None \
+            and configurable.get("rubric") is None:
+        configurable["rubric"] = settings.rubric()
+    config = {**config, "configurable": configurable}
+    view = architecture
+    if settings is not None and (settings.target_score is not None
+                                 or settings.max_iterations is not None):
+        view = copy.copy(architecture)
+        if settings.target_score is not None:
+            view.target_score = float(settings.target_score)  # type: ignore[attr-defined]
+        if settings.max_iterations is not None:
+            view.max_iterations = int(settings.max_iterations)  # type: ignore[attr-defined]
+    return view, config
+
+
+def _run_metadata(configurable: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """The run metadata of the config (``Runner.config`` sets it), updated from input fields."""
+    meta = dict(configurable.get("run_metadata") or {"user_id_hash": None, "consent": None,
+                                                      "metadata": {}})
+    extra = dict(meta.get("metadata") or {})
+    given = inputs.get("metadata")
+    if given is not None:
+        if not isinstance(given, dict):
+            raise ConfigError(f"metadata={given!r:.80} is a {type(given).__name__}; pass a "
+                              "JSON object (a dict)")
+        extra.update(given)
+    thread = inputs.get("thread_id") or configurable.get("thread_id")
+    if thread is not None and ("thread_id" in inputs or "run_metadata" not in configurable):
+        extra["thread_id"] = str(thread)
+    if "user_id" in inputs:
+        meta["user_id_hash"] = hash_user_id(str(inputs["user_id"]))
+    if "consent" in inputs:
+        meta["consent"] = bool(inputs["consent"])
+    meta["metadata"] = extra
+    return meta
+
+
+def output_fields(trajectory: Trajectory) -> dict[str, Any]:
+    """The result fields of :class:`RunOutput` for a finished run's trajectory."""
+    view = RunResult(trajectory=trajectory)
+    return {name: getattr(view, name) for name in OUTPUT_FIELDS}

@@ -1,0 +1,210 @@
+"""Erasing runs from trajectory logs, with their feedback and consent records, by compaction.
+
+Why compaction: a trajectory log is append-only, and a tombstone would leave
+the run's text in the file forever. Each log is read whole and rewritten
+without the selected records (:meth:`~agentic_loop.jsonl_log.JsonlLog.rewrite`:
+atomic, under the log's cross-process lock, so appends by running agents
+wait and are never lost). Records are handled as plain JSON objects, so a
+field this version of the package does not know survives the rewrite. Lines
+no parser accepts are moved to ``<log>.corrupt`` by the rewrite; that file,
+backups and orphan temporaries are then scrubbed of the selected lines
+(:mod:`.files`).
+
+Beside ``trajectories.jsonl`` (or another ``.jsonl`` log) live
+``feedback.jsonl`` (thumbs on runs: erased with their runs; in retention,
+also events older than the cutoff whose run is gone) and ``consent.jsonl``
+(a user's consent given or withdrawn later: a forgotten user's events go;
+retention keeps them, as they hold no content).
+
+Example:
+    >>> import tempfile
+    >>> from agentic_loop.trajectories import Trajectory, TrajectoryLog, hash_user_id
+    >>> folder = tempfile.mkdtemp()
+    >>> log = TrajectoryLog(folder)
+    >>> ann = Trajectory(architecture="a", model_id="m", task="Ann's task",
+    ...                  user_id_hash=hash_user_id("ann"))
+    >>> log.append(ann); log.append(Trajectory(architecture="a", model_id="m", task="other"))
+    >>> log.record_feedback(ann.id, "up")
+    >>> found = erase_runs([folder], Selection(user_hash=hash_user_id("ann")))
+    >>> found.ids == {ann.id}, found.counts()
+    (True, {'trajectories': 1, 'feedback': 1, 'consent': 0, 'leftover_lines': 0})
+    >>> [t.task for t in log.read()]
+    ['other']
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.data.forget.files import leftover_files, parse_time, scrub_lines
+from agentic_loop.distill.data.forget.references import scrub_references
+from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.jsonl_log import JsonlLog, LogCorruptionWarning
+from agentic_loop.trajectories import TrajectoryLog
+
+__all__ = ["RunErasure", "erase_runs", "scrub_runs", "trajectory_files"]
+
+Record = dict[str, Any]
+
+
+@dataclass
+class RunErasure:
+    """What was (or, in a dry run, would be) erased from the trajectory logs.
+
+    ``ids`` are the erased runs (the stores derived from them follow);
+    ``known`` every run id the logs held before; ``earliest`` the time of
+    the oldest erased run (a model trained before it cannot hold them).
+    """
+
+    files: list[Path] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    known: set[str] = field(default_factory=set)
+    earliest: datetime | None = None
+    trajectories: int = 0
+    feedback: int = 0
+    consent: int = 0
+    leftover_lines: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """Counts per kind of record, for the report and the audit (no ids, no data)."""
+        return {"trajectories": self.trajectories, "feedback": self.feedback,
+                "consent": self.consent, "leftover_lines": self.leftover_lines}
+
+
+def trajectory_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The trajectory logs under ``paths``: ``.jsonl`` files as given, folders searched for
+    ``trajectories.jsonl`` at any depth."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_file() and path.suffix == ".jsonl":
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(path.rglob(TrajectoryLog.FILE))
+    return list(dict.fromkeys(found))
+
+
+def _mtime(path: Path) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except FileNotFoundError:
+        return None
+
+
+def _tail(path: Path, size: int) -> bytes:
+    """The last ``size`` bytes of ``path`` (a torn last line)."""
+    with path.open("rb") as fh:
+        fh.seek(-size, os.SEEK_END)
+        return fh.read()
+
+
+def _erase_lines(path: Path, drop: Callable[[Record], bool], drop_raw: Callable[[bytes], bool],
+                 *, dry_run: bool, edit: Callable[[Record], bool] | None = None,
+                 taken: set[str] | None = None) -> tuple[list[Record], list[Record], int]:
+    """Rewrite one JSONL log without the records ``drop`` picks and the raw lines ``drop_raw``
+    picks (``edit`` may change kept records in place, saying whether it did), then scrub its
+    leftovers; return (removed, kept, leftover lines removed). The ids of removed records
+    join ``taken`` before any raw line is judged, so a broken copy of one is found too."""
+    if not path.is_file():
+        return [], [], 0
+    log: JsonlLog[Record] = JsonlLog(path, dict[str, Any])
+    with log.locked(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogCorruptionWarning)  # bad lines are handled below
+        read = log.read()
+        removed = [r for r in read.records if drop(r)]
+        kept = [r for r in read.records if not drop(r)]
+        if taken is not None:
+            taken |= {str(r.get("id")) for r in removed}
+        edited = edit is not None and sum(edit(r) for r in kept) > 0
+        bad = [p.raw for p in read.problems] + ([_tail(path, read.torn_bytes)]
+                                                 if read.torn_bytes else [])
+        leftovers = sum(drop_raw(raw) for raw in bad)
+        if dry_run:
+            for extra in leftover_files(path):
+                leftovers += sum(drop_raw(line) for line in extra.read_bytes().splitlines())
+            return removed, kept, leftovers
+        if removed or leftovers or edited:
+            log.rewrite(kept)  # moves every unreadable line to <log>.corrupt, scrubbed next
+            leftovers = 0
+        for extra in leftover_files(path):
+            leftovers += scrub_lines(extra, drop_raw)
+    return removed, kept, leftovers
+
+
+def erase_runs(paths: Sequence[str | os.PathLike[str]], selection: Selection, *,
+               dry_run: bool = False) -> RunErasure:
+    """Erase the selected runs, and their feedback and consent records, from every log in
+    ``paths`` (see :func:`trajectory_files`); return what went."""
+    result = RunErasure(files=trajectory_files(paths))
+    for file in result.files:
+        fallback = _mtime(file.with_name(file.name + ".corrupt"))
+
+        def take_run(r: Record) -> bool:
+            return selection.takes(r.get("user_id_hash"), parse_time(r.get("created_at")))
+
+        removed, kept, leftovers = _erase_lines(
+            file, take_run, lambda raw: selection.takes_line(raw, result.ids, fallback),
+            dry_run=dry_run, taken=result.ids)
+        result.known |= {str(r.get("id")) for r in removed + kept}
+        result.trajectories += len(removed)
+        result.leftover_lines += leftovers
+        times = [t for r in removed if (t := parse_time(r.get("created_at"))) is not None]
+        if times:
+            result.earliest = min([*times, *([result.earliest] if result.earliest else [])])
+    for folder in dict.fromkeys(file.parent for file in result.files):
+        _erase_side_logs(folder, selection, result, dry_run=dry_run)
+    return result
+
+
+def _erase_side_logs(folder: Path, selection: Selection, result: RunErasure, *,
+                     dry_run: bool) -> None:
+    """Feedback on erased runs (and, in retention, stale feedback on runs gone); a forgotten
+    user's consent records."""
+    def take_feedback(r: Record) -> bool:
+        run = r.get("trajectory_id")
+        if run in result.ids:
+            return True
+        before, when = selection.before, parse_time(r.get("created_at"))
+        if selection.user_hash is not None or before is None or when is None:
+            return False
+        return run not in result.known and when < before
+
+    # a feedback line names its run, never its user: a user's lines are found by run id
+    removed, _, leftovers = _erase_lines(folder / TrajectoryLog.FEEDBACK_FILE, take_feedback,
+                                         lambda raw: selection.takes_line(raw, result.ids),
+                                         dry_run=dry_run)
+    result.feedback += len(removed)
+    result.leftover_lines += leftovers
+    if selection.user_hash is None or selection.before is not None:
+        return  # consent records hold no content: only forgetting a user removes them
+    user = selection.user_hash
+    removed, _, leftovers = _erase_lines(
+        folder / TrajectoryLog.CONSENT_FILE, lambda r: r.get("user_id_hash") == user,
+        lambda raw: selection.takes_line(raw, set()), dry_run=dry_run)
+    result.consent += len(removed)
+    result.leftover_lines += leftovers
+
+
+
+def scrub_runs(files: Sequence[Path], erased: Mapping[str, tuple[str, ...]], *,
+               dry_run: bool = False) -> int:
+    """Erase the texts of erased memory records from the runs that were shown them
+    (:mod:`.references`); return how many runs were (or would be) rewritten."""
+    changed = 0
+
+    def edit(record: Record) -> bool:
+        nonlocal changed
+        hit = scrub_references(record, erased)
+        changed += hit
+        return hit
+
+    for file in files:
+        _erase_lines(file, lambda r: False, lambda raw: False, dry_run=dry_run,
+                     edit=edit if erased else None)
+    return changed

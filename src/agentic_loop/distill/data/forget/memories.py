@@ -1,0 +1,184 @@
+"""Erasing archive entries and reflections: those of erased runs, a user's, or old ones.
+
+Why through the collections' own API: an archive or a Reflexion memory is a
+log plus derived vector indexes, shared by running agents under a lock.
+:meth:`~agentic_loop.memory.Archive.delete` then
+:meth:`~agentic_loop.memory.Archive.prune` (with no limits it only compacts)
+remove the records, rewrite the log without them or their earlier versions
+and tombstones, and rebuild the indexes from the kept vectors, exactly as
+the collection does for itself; afterwards its quarantine file is scrubbed
+(:mod:`.files`). The folders to open are found with the read-only reader
+(:func:`~agentic_loop.memory.read_collections`), and only those holding
+something to erase are opened (opening needs the embedder that built them).
+
+A record goes when it came from an erased run (``trajectory_id``, or
+``run_id``/``trajectory_id`` in its metadata), or when the selection takes
+it by its own ``metadata["user_id_hash"]`` and ``created_at``.
+
+Example:
+    >>> import tempfile
+    >>> from agentic_loop.memory import Archive, HashingEmbedder
+    >>> root = tempfile.mkdtemp()
+    >>> with Archive(root, embedder=HashingEmbedder()) as archive:
+    ...     _ = archive.add("Tagline for Ann's cafe", "Ann pours joy", trajectory_id="run1")
+    ...     _ = archive.add("Tagline for a shop", "Shop small, smile big", trajectory_id="run2")
+    >>> found = erase_memory([root], Selection(user_hash="h"), run_ids={"run1"})
+    >>> found.archive_entries, sorted(found.erased.values())
+    (1, [("Tagline for Ann's cafe", 'Ann pours joy')])
+    >>> with Archive(root, embedder=HashingEmbedder()) as archive:
+    ...     [e.output for e in archive.entries()]
+    ['Shop small, smile big']
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.data.forget.files import leftover_files, scrub_lines
+from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.errors import ConfigError
+from agentic_loop.jsonl_log import JsonlLog
+from agentic_loop.memory import (
+    Archive,
+    ArchiveEntry,
+    Embedder,
+    HashingEmbedder,
+    ReflexionMemory,
+    TextEmbedder,
+    read_collections,
+)
+from agentic_loop.memory.embeddings import DEFAULT_MODEL_NAME
+from agentic_loop.memory.layout import META, namespace_dir
+from agentic_loop.memory.meta import read_meta
+from agentic_loop.memory.records import MemoryRecord
+
+__all__ = ["MemoryErasure", "erase_memory"]
+
+_HASHING = re.compile(r"hashing-v1-(\d+)")
+_KINDS: dict[str, type[Archive] | type[ReflexionMemory]] = {
+    "archive": Archive, "reflexion": ReflexionMemory}
+
+
+@dataclass
+class MemoryErasure:
+    """What was (or would be) erased from memory collections.
+
+    ``erased`` maps each erased record's id to its texts (task, output or
+    reflection): other runs that were shown the record are scrubbed of them,
+    and dataset rows holding them are dropped. Never written anywhere.
+    """
+
+    collections: list[Path] = field(default_factory=list)
+    archive_entries: int = 0
+    reflections: int = 0
+    leftover_lines: int = 0
+    erased: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def merge(self, other: MemoryErasure) -> None:
+        """Add what a later pass erased."""
+        self.collections += [c for c in other.collections if c not in self.collections]
+        self.archive_entries += other.archive_entries
+        self.reflections += other.reflections
+        self.leftover_lines += other.leftover_lines
+        self.erased.update(other.erased)
+
+    def counts(self) -> dict[str, int]:
+        """Counts per kind, for the report and the audit."""
+        return {"archive_entries": self.archive_entries, "reflections": self.reflections,
+                "leftover_lines": self.leftover_lines}
+
+
+def _origins(record: MemoryRecord) -> set[str]:
+    found = {getattr(record, "trajectory_id", None), record.metadata.get("run_id"),
+             record.metadata.get("trajectory_id")}
+    return {str(v) for v in found if v}
+
+
+def _texts(record: MemoryRecord) -> tuple[str, ...]:
+    names = ("task", "output") if isinstance(record, ArchiveEntry) else ("task", "reflection")
+    return tuple(str(getattr(record, n)) for n in names)
+
+
+def embedder_for(folder: Path, given: TextEmbedder | None) -> TextEmbedder:
+    """The embedder that built the collection in ``folder`` (the one ``given`` when its name
+    matches); bundled and hashing embedders are recreated by name."""
+    meta = read_meta(folder / META)
+    name = meta.embedder if meta is not None else DEFAULT_MODEL_NAME
+    if given is not None and given.name == name:
+        return given
+    match = _HASHING.fullmatch(name)
+    if match:
+        return HashingEmbedder(dim=int(match.group(1)))
+    if name == DEFAULT_MODEL_NAME:
+        return Embedder()
+    raise ConfigError(f"the memory collection at {folder} was built with the embedder {name!r}; "
+                      "pass that embedder (embedder=...) so its records can be erased")
+
+
+def _mtime(path: Path) -> datetime | None:
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC) if path.is_file() else None
+
+
+def erase_memory(roots: Sequence[str | os.PathLike[str]], selection: Selection, *,
+                 run_ids: set[str], embedder: TextEmbedder | None = None,
+                 dry_run: bool = False) -> MemoryErasure:
+    """Erase the records of ``run_ids`` and the records ``selection`` takes from every archive
+    and Reflexion memory under ``roots``; return what went."""
+    result = MemoryErasure()
+    for raw in roots:
+        root = Path(raw).expanduser()
+        if not root.is_dir():
+            continue
+        for kind, cls in _KINDS.items():
+            for snap in read_collections(root, kind=kind):
+                _erase_collection(root, snap.namespace, snap.records, cls, selection, run_ids,
+                                  embedder, result, dry_run=dry_run)
+    return result
+
+
+def _erase_collection(root: Path, namespace: tuple[str, ...], records: list[Any],
+                      cls: type[Archive] | type[ReflexionMemory], selection: Selection,
+                      run_ids: set[str], embedder: TextEmbedder | None, result: MemoryErasure,
+                      *, dry_run: bool) -> None:
+    folder = namespace_dir(root, namespace)
+    entries = folder / "entries.jsonl"
+    taken = [r for r in records if not run_ids.isdisjoint(_origins(r))
+             or selection.takes(r.metadata.get("user_id_hash"), r.created_at)]
+    ids = run_ids | {r.id for r in taken}
+    fallback = _mtime(entries.with_name(entries.name + ".corrupt"))
+    # superseded versions, tombstoned records and unreadable lines can hold them too
+    stale = any(line.strip() and selection.takes_line(line, ids)
+                for line in entries.read_bytes().splitlines())
+    if not taken and not stale:
+        leftovers = [p for p in leftover_files(entries)
+                     if any(selection.takes_line(line, ids, fallback)
+                            for line in p.read_bytes().splitlines())]
+        if not leftovers:
+            return
+    result.collections.append(folder)
+    count = len(taken)
+    if cls is Archive:
+        result.archive_entries += count
+    else:
+        result.reflections += count
+    result.erased.update({r.id: _texts(r) for r in taken})
+    # resolved before anything is erased, so a missing embedder stops a dry run (the plan) too
+    opener = embedder_for(folder, embedder) if taken or stale else None
+    if dry_run:
+        return
+    if opener is not None:
+        with cls(root, namespace=namespace or None, embedder=opener,
+                 show_progress=False) as collection:
+            collection.delete(*(r.id for r in taken))
+            collection.prune()
+    log: JsonlLog[dict[str, Any]] = JsonlLog(entries, dict[str, Any])
+    with log.locked():
+        for extra in leftover_files(entries):
+            result.leftover_lines += scrub_lines(
+                extra, lambda line: selection.takes_line(line, ids, fallback))

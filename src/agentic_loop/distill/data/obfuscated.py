@@ -1,0 +1,108 @@
+"""E-mail addresses and phone numbers written out in words, the way people dodge scrapers.
+
+"firstname dot lastname at gmail dot com", "ana [at] example [dot] org" and
+"oh one oh, five nine seven five, eight eight two nine" carry the same
+personal data as their plain forms, and no pattern recognizer for the plain
+forms matches them.
+
+* :func:`find_spelled_emails`: a local part, ``at`` / ``[at]`` / ``(at)``,
+  and a domain whose parts are joined by ``dot`` / ``[dot]`` / ``.``; the
+  domain must end in a real public suffix (the bundled list, offline).
+* :func:`find_spelled_phones`: seven or more digits given as words ("zero",
+  "oh", "double five") or digit groups, with at least one word among them.
+
+Example:
+    >>> text = "write to ana dot kim at gmail dot com or call five five five, 0 1 7 5"
+    >>> [text[s:e] for s, e in find_spelled_emails(text)]
+    ['ana dot kim at gmail dot com']
+    >>> [text[s:e] for s, e in find_spelled_phones(text)]
+    ['five five five, 0 1 7 5']
+    >>> find_spelled_emails("look at the data dot csv"), find_spelled_phones("one or two")
+    ([], [])
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from presidio_analyzer import EntityRecognizer
+
+__all__ = ["find_spelled_emails", "find_spelled_phones", "spelled_recognizers"]
+
+_DOT = r"(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|<dot>)\s*|\s+dot\s+|\.)"
+_AT = r"(?:\s*(?:\[at\]|\(at\)|\{at\}|<at>)\s*|\s+at\s+|@)"
+_PART = r"[A-Za-z0-9][A-Za-z0-9_+\-]*"
+_SPELLED_EMAIL = re.compile(
+    rf"(?i)(?<![\w.@])({_PART}(?:{_DOT}{_PART}){{0,3}}){_AT}({_PART}(?:{_DOT}{_PART}){{1,3}})\b")
+_DIGIT_WORDS = {"zero": 1, "oh": 1, "o": 1, "one": 1, "two": 1, "three": 1, "four": 1,
+                "five": 1, "six": 1, "seven": 1, "eight": 1, "nine": 1}
+_PHONE_TOKEN = (r"(?:zero|oh|o|one|two|three|four|five|six|seven|eight|nine|"
+                r"double\s+\w+|triple\s+\w+|\+?\d{1,4})")
+_SPELLED_PHONE = re.compile(rf"(?i)\b{_PHONE_TOKEN}(?:[\s,.\-]{{1,3}}{_PHONE_TOKEN})+\b")
+
+
+def find_spelled_emails(text: str) -> list[tuple[int, int]]:
+    """Spans of e-mail addresses with ``at``/``dot`` spelled out (plain ones are Presidio's)."""
+    from agentic_loop.distill.data.recognizers import offline_tld_extractor
+
+    spans = []
+    for match in _SPELLED_EMAIL.finditer(text):
+        if "@" in match.group() and not re.search(r"(?i)\bdot\b|\[|\(|\{|<", match.group()):
+            continue  # an ordinary address: the e-mail recognizer's job
+        domain = re.sub(_DOT, ".", match.group(2), flags=re.I)
+        if re.search(r"(?i)\bat\b", match.group()) and not re.search(r"(?i)dot", match.group()):
+            continue  # "meet at home.com"-like prose needs a spelled dot to count
+        if offline_tld_extractor()(domain).fqdn:
+            spans.append(match.span())
+    return spans
+
+
+def _digits(token: str) -> int:
+    token = token.lower().strip()
+    if token.isdigit() or token.lstrip("+").isdigit():
+        return len(token.lstrip("+"))
+    if token.startswith(("double", "triple")):
+        return 2 if token.startswith("double") else 3
+    return _DIGIT_WORDS.get(token, 0)
+
+
+def find_spelled_phones(text: str) -> list[tuple[int, int]]:
+    """Spans of 7+ digit sequences that spell at least one digit as a word."""
+    spans = []
+    for match in _SPELLED_PHONE.finditer(text):
+        tokens = re.findall(_PHONE_TOKEN, match.group(), flags=re.I)
+        words = sum(1 for t in tokens if not t.lstrip("+").isdigit())
+        singles = sum(1 for t in tokens if t.lower() in ("o", "one"))
+        if words and sum(map(_digits, tokens)) >= 7 and words > singles / 2:
+            spans.append(match.span())
+    return spans
+
+
+def spelled_recognizers(supported_language: str = "en") -> list[EntityRecognizer]:
+    """Both finders as Presidio recognizers (``EMAIL_ADDRESS`` and ``PHONE_NUMBER``, 0.8).
+
+    >>> [r.name for r in spelled_recognizers()]
+    ['SpelledEmailRecognizer', 'SpelledPhoneRecognizer']
+    """
+    from presidio_analyzer import EntityRecognizer, RecognizerResult
+
+    class _Spelled(EntityRecognizer):
+        def __init__(self, entity: str, name: str, finder: object) -> None:
+            self._finder = finder
+            super().__init__(supported_entities=[entity], name=name,
+                             supported_language=supported_language)
+
+        def load(self) -> None:
+            """Nothing to load: the patterns are compiled at import."""
+
+        def analyze(self, text: str, entities: list[str],
+                    nlp_artifacts: object = None) -> list[RecognizerResult]:
+            finder = self._finder
+            assert callable(finder)
+            return [RecognizerResult(self.supported_entities[0], s, e, 0.8)
+                    for s, e in finder(text)]
+
+    return [_Spelled("EMAIL_ADDRESS", "SpelledEmailRecognizer", find_spelled_emails),
+            _Spelled("PHONE_NUMBER", "SpelledPhoneRecognizer", find_spelled_phones)]

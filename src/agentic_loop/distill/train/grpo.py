@@ -1,0 +1,262 @@
+"""The GRPO stage: online RL with TRL's ``GRPOTrainer``, each task's locked rubric as the reward.
+
+For every prompt of the prompt set (:mod:`.prompt_set`) the policy samples
+``num_generations`` completions; the reward functions (:mod:`.rewards`)
+score them with the task's checks; GRPO pushes the policy towards the
+completions that scored above their group's mean, with a KL term
+(``beta``) that keeps it near the starting model. No answers are needed,
+only tasks whose success Python can check.
+
+**On a CPU** (the embedded model) generation is ``model.generate`` in the
+training process, in fp32, with ``torch`` threads set as for inference.
+
+**On GPUs** the same call (and ``agentic-loop distill --method grpo``) changes
+only what :class:`Device` detects, and :func:`grpo_config_kwargs` turns into
+``GRPOConfig`` arguments:
+
+* bf16 (fp16 on GPUs without bf16) instead of fp32;
+* ``use_vllm=True`` when vLLM is installed (``pip install vllm``): TRL then
+  generates with vLLM. ``vllm_mode="colocate"`` (default) runs vLLM inside
+  each training process on its own GPU; ``"server"`` talks to a server you
+  start first (``trl vllm-serve --model <base>`` on GPUs kept apart from
+  training with ``CUDA_VISIBLE_DEVICES``). ``use_vllm=False`` forces
+  ``model.generate``; ``True`` without a GPU or vLLM is an error;
+* several GPUs: run under ``accelerate launch``. :func:`accelerate_command`
+  builds the command line (``agentic-loop distill ... --dry-run`` prints it),
+  e.g. ``accelerate launch --num_processes 4 --mixed_precision bf16
+  $(which agentic-loop) distill --method grpo --data tasks.jsonl --out m``.
+  Each process generates for its share of the prompts; every step scores
+  whole groups, so ``batch_size x gradient_accumulation_steps x processes``
+  must be a multiple of ``num_generations`` (checked before loading).
+
+Example (the arguments a 4-GPU machine with vLLM would get; no GPU needed):
+    >>> from agentic_loop.distill.train.settings import TrainSettings
+    >>> gpus = Device(gpus=4, bf16=True, vllm=True)
+    >>> kw = grpo_config_kwargs(TrainSettings(method="grpo"), gpus, "ckpt", reward_weights=[1.0])
+    >>> kw["bf16"], kw["use_cpu"], kw["use_vllm"], kw["vllm_mode"], kw["num_generations"]
+    (True, False, True, 'colocate', 4)
+    >>> accelerate_command(["distill", "--method", "grpo"], gpus, program="agentic-loop")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['accelerate', 'launch', '--num_processes', '4', '--mixed_precision', 'bf16',
+     'agentic-loop', 'distill', '--method', 'grpo']
+    >>> grpo_config_kwargs(TrainSettings(method="grpo"), Device(), "ckpt")["use_vllm"]
+    False
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.train.prompt_set import PromptSet
+from agentic_loop.distill.train.rewards import RubricRewards, merge_stats
+from agentic_loop.distill.train.settings import TrainSettings
+from agentic_loop.distill.train.stages import (
+    StageResult,
+    common_args,
+    load_policy,
+    lora_config,
+    no_final_checkpoint,
+    save_model,
+)
+from agentic_loop.errors import ConfigError, TrainError
+
+__all__ = ["REWARD_CURVE_FILE", "Device", "accelerate_command", "grpo_config_kwargs",
+           "run_grpo_stage"]
+
+REWARD_CURVE_FILE = "reward_curve.png"
+_STATS_FILE = "reward_stats.rank{rank}.json"
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the trainer runs on: CUDA GPUs (0 = CPU), bf16 support, whether vLLM is installed."""
+
+    gpus: int = 0
+    bf16: bool = False
+    vllm: bool = False
+
+    @classmethod
+    def detect(cls) -> Device:
+        """This machine (visible CUDA devices, ``torch.cuda.is_bf16_supported``, ``vllm``).
+
+        >>> Device.detect().gpus >= 0
+        True
+        """
+        import importlib.util
+
+        import torch
+
+        if not torch.cuda.is_available():
+            return cls()
+        return cls(gpus=torch.cuda.device_count(), bf16=torch.cuda.is_bf16_supported(),
+                   vllm=importlib.util.find_spec("vllm") is not None)
+
+    @property
+    def precision(self) -> str:
+        """``fp32`` on CPU, ``bf16`` on GPUs that support it, else ``fp16``."""
+        if not self.gpus:
+            return "fp32"
+        return "bf16" if self.bf16 else "fp16"
+
+
+def _use_vllm(config: TrainSettings, device: Device) -> bool:
+    if config.use_vllm is None:
+        return device.gpus > 0 and device.vllm
+    if config.use_vllm and not (device.gpus and device.vllm):
+        missing = "a CUDA GPU" if not device.gpus else "the vllm package (pip install vllm)"
+        raise ConfigError(f"use_vllm (--use-vllm) needs {missing}; drop it to generate with "
+                          "the model itself (the CPU path)")
+    return config.use_vllm
+
+
+def grpo_config_kwargs(config: TrainSettings, device: Device,
+                       checkpoint_dir: str | os.PathLike[str], *, progress: bool = True,
+                       reward_weights: Sequence[float] | None = None) -> dict[str, Any]:
+    """The ``trl.GRPOConfig`` arguments of a run on ``device`` (see the module doc)."""
+    kwargs = common_args("grpo", config, device.precision, Path(checkpoint_dir), progress)
+    use_vllm = _use_vllm(config, device)
+    kwargs.update(num_generations=config.num_generations,
+                  max_completion_length=config.max_completion_length,
+                  temperature=config.temperature, beta=config.beta_for("grpo"),
+                  reward_weights=list(reward_weights) if reward_weights is not None else None,
+                  remove_unused_columns=False, log_completions=False, use_vllm=use_vllm)
+    if use_vllm:
+        kwargs["vllm_mode"] = config.vllm_mode
+    return kwargs
+
+
+def accelerate_command(cli_args: Sequence[str], device: Device, *,
+                       program: str | None = None) -> list[str]:
+    """The command that runs ``agentic-loop <cli_args>`` on every GPU of ``device``.
+
+    One GPU or none: the command itself. Several: under ``accelerate launch``,
+    one process per GPU, in the device's mixed precision.
+    """
+    program = program or shutil.which("agentic-loop") or "agentic-loop"
+    if device.gpus <= 1:
+        return [program, *cli_args]
+    return ["accelerate", "launch", "--num_processes", str(device.gpus), "--mixed_precision",
+            device.precision, program, *cli_args]
+
+
+def _stats_callback(rewards: RubricRewards, rank: int) -> Any:
+    from transformers import TrainerCallback
+
+    class SaveRewardStats(TrainerCallback):
+        """Keep each process's reward counts in every checkpoint, so a resumed run adds them up."""
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if folder.is_dir():
+                (folder / _STATS_FILE.format(rank=rank)).write_text(json.dumps(rewards.stats()))
+            return control
+
+    return SaveRewardStats()
+
+
+def _restore_stats(rewards: RubricRewards, checkpoint: str | None, rank: int) -> None:
+    """On resume, the first process starts from the counts every process had saved."""
+    if checkpoint is None or rank != 0:
+        return
+    saved = [json.loads(p.read_text()) for p in Path(checkpoint).glob("reward_stats.rank*.json")]
+    rewards.restore(merge_stats(saved))
+
+
+def _per_step(history: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for entry in history:
+        if "reward" not in entry:
+            continue
+        row: dict[str, Any] = {"step": int(entry["step"]), "reward": round(entry["reward"], 4),
+                               "reward_std": round(entry.get("reward_std", 0.0), 4)}
+        for name in names:
+            value = entry.get(f"rewards/{name}/mean")
+            if value is not None and value == value:  # NaN: no task in the batch has the check
+                row[name] = round(value, 4)
+        rows.append(row)
+    return rows
+
+
+def _metrics(history: Sequence[Mapping[str, Any]], per_step: Sequence[Mapping[str, Any]],
+             output: Any) -> dict[str, Any]:
+    metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in output.metrics.items()}
+    if per_step:
+        rewards = [row["reward"] for row in per_step]
+        metrics.update(first_reward=rewards[0], last_reward=rewards[-1],
+                       mean_reward=round(sum(rewards) / len(rewards), 4))
+    steps = [h for h in history if "reward" in h]
+    if steps:
+        for key in ("kl", "completions/mean_length", "completions/clipped_ratio"):
+            if key in steps[-1]:
+                metrics[key] = round(float(steps[-1][key]), 6)
+    return metrics
+
+
+def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config: TrainSettings,
+                   device: Device, checkpoint_dir: Path, resume: bool, progress: bool,
+                   callbacks: Sequence[Any], state: Any, *,
+                   merge: bool) -> tuple[StageResult, dict[str, Any]]:
+    """Train ``model_dir`` with GRPO on ``prompts``; save to ``stage_out``; the stage and its
+    reward report (functions, weights, error counts, rubrics, per-step curve) for the card."""
+    from accelerate.utils import gather_object
+    from datasets import Dataset
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOConfig, GRPOTrainer
+
+    per_step = config.batch_size * config.gradient_accumulation_steps * state.num_processes
+    if per_step % config.num_generations:
+        raise TrainError(
+            f"batch_size x gradient_accumulation_steps x processes = {per_step} is not a "
+            f"multiple of num_generations ({config.num_generations}); each step scores whole "
+            "groups; change --batch-size or --num-generations")
+    model, tokenizer = load_policy(model_dir, config, device.precision)
+    rewards = RubricRewards(prompts.tasks, check_weight=config.check_reward_weight,
+                            format_penalty=config.format_penalty,
+                            max_completion_length=config.max_completion_length,
+                            workers=config.reward_workers)
+    last = get_last_checkpoint(str(checkpoint_dir)) if resume and checkpoint_dir.is_dir() else None
+    _restore_stats(rewards, last, state.process_index)
+    try:
+        args = GRPOConfig(**grpo_config_kwargs(config, device, checkpoint_dir, progress=progress,
+                                               reward_weights=rewards.weights))
+        trainer = GRPOTrainer(model=model, reward_funcs=list(rewards.functions), args=args,
+                              train_dataset=Dataset.from_list(prompts.rows()),
+                              processing_class=tokenizer,
+                              peft_config=lora_config(config) if config.lora else None,
+                              callbacks=list(callbacks))
+        trainer.add_callback(no_final_checkpoint())
+        trainer.add_callback(_stats_callback(rewards, state.process_index))
+        begun = time.perf_counter()
+        output = trainer.train(resume_from_checkpoint=last)
+        runtime = time.perf_counter() - begun
+    finally:
+        rewards.close()
+    save_model(trainer, tokenizer, stage_out, lora=config.lora, merge=merge, state=state)
+    names = [f.__name__ for f in rewards.functions]
+    history = trainer.state.log_history
+    curve = _per_step(history, names)
+    stats = merge_stats(gather_object([rewards.stats()]))
+    report = {"functions": rewards.describe(), "errors": stats, "prompts": len(prompts.tasks),
+              "skipped_tasks": prompts.skipped, "source": prompts.kind,
+              "rubrics": prompts.rubrics(), "notes": prompts.notes, "per_step": curve,
+              "curve": REWARD_CURVE_FILE if curve else None}
+    if curve and state.is_main_process:
+        from agentic_loop.plots import plot_reward_curve
+
+        series = {name: [(row["step"], row[name]) for row in curve if name in row]
+                  for name in ["reward", *names]}
+        plot_reward_curve(series, stage_out / REWARD_CURVE_FILE,
+                          title=f"GRPO reward per step ({stage_out.name})")
+    steps = [h for h in history if "num_tokens" in h]
+    tokens = int(steps[-1]["num_tokens"]) if steps else None
+    result = StageResult("grpo", int(output.global_step), float(output.training_loss), runtime,
+                         tokens, Path(last).name if last else None,
+                         _metrics(history, curve, output))
+    return result, report

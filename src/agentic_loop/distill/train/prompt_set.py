@@ -1,0 +1,252 @@
+"""GRPO's prompt set: tasks, each with the locked rubric that rewards it, as the architectures ask.
+
+Online RL learns from its own samples, so what it trains on is a set of
+*tasks*, not answers: a task file (:func:`agentic_loop.tasks.load_tasks`),
+or the tasks of exported trajectories (the user prompts of an
+``agentic-loop export`` folder, already through the PII gate).
+
+Each task's rubric is **locked** before training starts: built once from
+the task (its saved rubric or constraints, else the constraints the task
+states, the checks the architectures' task rubric has), kept to its *check*
+features (Python and sandbox, never a model), and never changed while the
+policy learns. A policy judged by its own LLM features would learn to
+please itself, so a saved rubric with LLM features is scored on its checks
+only (``llm_features="checks"``, noted in the card) or refused
+(``"refuse"``); for a task with no rubric of its own the architectures'
+judged features are simply not part of the reward. A task with no check at
+all cannot be rewarded and is left out (counted).
+
+The prompt is the one the architectures send for a fresh draft: their
+system message, the task and its requirements (the check descriptions),
+built by the same template (:func:`agentic_loop.prompt_format.fresh_draft_prompt`
+with :func:`~agentic_loop.prompt_format.rubric_requirements`).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "tasks.jsonl"
+    >>> _ = path.write_text('{"task": "Say hi.", "constraints": {"exact_words": 1}}\\n'
+    ...                     'Write a motto in exactly 4 words.\\nName a color.\\n')
+    >>> prompts = load_prompt_set(path)
+    >>> [(t.task, t.rubric.names, t.rubric.name) for t in prompts.tasks]
+    [('Say hi.', ('exact_words',), 'constraints'), ('Write a motto in exactly 4 words.', \
+('exact_words',), 'task')]
+    >>> prompts.skipped, [m["role"] for m in prompts.rows()[0]["prompt"]]
+    (1, ['system', 'user'])
+    >>> print(prompts.rows()[0]["prompt"][1]["content"])
+    Say hi.
+    <BLANKLINE>
+    Requirements:
+    - Use exactly 1 words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentic_loop.distill.data.export import PAIRS_FILE, SFT_FILE
+from agentic_loop.distill.data.samples import task_key
+from agentic_loop.distill.data.sources import sha256_file
+from agentic_loop.distill.train.training_data import (
+    TrainingDataError,
+    read_pair_rows,
+    read_sft_rows,
+)
+from agentic_loop.errors import ConfigError
+from agentic_loop.judges import Rubric
+from agentic_loop.judges.task_constraint_parser import constraints_from_task
+from agentic_loop.prompt_format import (
+    PROMPT_VERSION,
+    SYSTEM,
+    fresh_draft_prompt,
+    rubric_requirements,
+)
+from agentic_loop.tasks import TaskSpec, load_tasks
+
+__all__ = ["PromptSet", "PromptTask", "load_prompt_set", "lock_rubric", "rubric_sha256",
+           "stated_rubric"]
+
+def rubric_sha256(rubric: Rubric) -> str:
+    """A short hash of a rubric's saved form (names only when custom checks cannot be saved).
+
+    >>> rubric_sha256(Rubric.for_constraints(lowercase=True)) == rubric_sha256(
+    ...     Rubric.for_constraints(lowercase=True))
+    True
+    """
+    try:
+        saved: Any = rubric.to_dict()
+    except ConfigError:  # a custom Python check: only its code knows what it does
+        saved = {"name": rubric.name, "version": rubric.version, "features": list(rubric.names)}
+    return hashlib.sha256(json.dumps(saved, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def lock_rubric(rubric: Rubric, policy: str = "checks",
+                where: str = "a task") -> tuple[Rubric | None, tuple[str, ...]]:
+    """The reward rubric of ``rubric``: its check features only, and the LLM features left out.
+
+    ``None`` when it has no check. ``policy="refuse"`` raises on LLM features
+    instead of leaving them out.
+
+    >>> from agentic_loop.judges import Feature
+    >>> locked, dropped = lock_rubric(Rubric.for_constraints(
+    ...     lowercase=True, features=[Feature("vivid", "Vivid.", 1.0)]))
+    >>> locked.names, dropped
+    (('lowercase',), ('vivid',))
+    """
+    dropped = tuple(f.name for f in rubric.llm_features)
+    if dropped and policy == "refuse":
+        raise ConfigError(
+            f"{where} has a rubric with LLM-judged features {list(dropped)}; a GRPO reward "
+            "uses checks only (the policy must not grade itself); pass llm_features='checks' "
+            "(--llm-features checks) to score on its checks, or give the task constraints")
+    if not rubric.check_features:
+        return None, dropped
+    if not dropped:
+        return rubric, ()
+    return Rubric(rubric.check_features, name=rubric.name, version=rubric.version), dropped
+
+
+def stated_rubric(task: str) -> Rubric | None:
+    """The checks of the constraints ``task`` states (None when it states none).
+
+    The check part of the architectures' default task rubric: same checks,
+    equal weights, so the same score on checks.
+
+    >>> stated_rubric("Write a motto in exactly 4 words, all lowercase.").names
+    ('exact_words', 'lowercase')
+    >>> stated_rubric("Name a color.") is None
+    True
+    """
+    stated = constraints_from_task(task)
+    return Rubric.for_constraints(name="task", **stated) if stated else None
+
+
+@dataclass(frozen=True)
+class PromptTask:
+    """One task of the prompt set and its locked (checks-only) rubric."""
+
+    task: str
+    rubric: Rubric
+    dropped: tuple[str, ...] = ()
+
+    def messages(self) -> list[dict[str, str]]:
+        """The architectures' first-draft prompt: system, task, requirements (the checks)."""
+        return fresh_draft_prompt(self.task, rubric_requirements(self.rubric)).messages()
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The tasks GRPO samples from, where they came from, and what was left out and why."""
+
+    path: Path
+    kind: Literal["tasks", "export"]
+    tasks: list[PromptTask]
+    sha256: str
+    skipped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The training dataset: the prompt, and the index the reward functions look up."""
+        return [{"prompt": t.messages(), "task_index": i} for i, t in enumerate(self.tasks)]
+
+    def prompt_format(self) -> dict[str, Any]:
+        """How the prompts are built (as an export's manifest says it), for the model card."""
+        return {"template": "generate", "version": PROMPT_VERSION,
+                "chat": ["system", "user", "assistant"], "system": SYSTEM,
+                "parts": ["task", "requirements"], "include_exemplars": False}
+
+    def rubrics(self) -> list[dict[str, Any]]:
+        """Each distinct locked rubric once: name, version, checks, hash, how many tasks use it."""
+        seen: dict[str, dict[str, Any]] = {}
+        for t in self.tasks:
+            digest = rubric_sha256(t.rubric)
+            entry = seen.setdefault(digest, {"name": t.rubric.name, "version": t.rubric.version,
+                                             "checks": list(t.rubric.names), "sha256": digest,
+                                             "tasks": 0})
+            entry["tasks"] += 1
+        return list(seen.values())
+
+
+def _export_specs(root: Path) -> list[TaskSpec]:
+    """The distinct user prompts of an export folder (each the task itself), in file order."""
+    prompts: list[str] = []
+    sft = root / SFT_FILE
+    if sft.is_file():
+        prompts += [row["prompt"][-1]["content"] for row in read_sft_rows(sft)]
+    if (root / PAIRS_FILE).is_file():
+        prompts += [row["prompt"][-1]["content"] for row in read_pair_rows(root / PAIRS_FILE)]
+    unique: dict[str, str] = {}
+    for prompt in prompts:
+        if prompt.strip():
+            unique.setdefault(task_key(prompt), prompt)
+    return [TaskSpec(task=p) for p in unique.values()]
+
+
+def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "checks") -> PromptSet:
+    """Read ``source`` (a task file, or an export folder) and lock every task's rubric.
+
+    Raises :class:`~agentic_loop.distill.train.training_data.TrainingDataError`
+    when the source is missing or leaves no task with a check.
+    """
+    path = Path(source).expanduser()
+    kind: Literal["tasks", "export"]
+    if path.is_file():
+        specs, kind, digest = load_tasks(path), "tasks", sha256_file(path)
+    elif path.is_dir() and any((path / n).is_file() for n in (SFT_FILE, PAIRS_FILE)):
+        files = [path / n for n in (SFT_FILE, PAIRS_FILE) if (path / n).is_file()]
+        specs, kind = _export_specs(path), "export"
+        digest = hashlib.sha256(b"".join(sha256_file(f).encode() for f in files)).hexdigest()
+    else:
+        state = "is a folder without sft.jsonl or pairs.jsonl" if path.is_dir() else \
+            "does not exist"
+        raise TrainingDataError(
+            f"GRPO prompt source {path} {state}; pass a task file (JSONL of "
+            '{"task": ..., "constraints": {...}} rows, or plain lines) or a folder written by '
+            "`agentic-loop export`")
+    tasks: list[PromptTask] = []
+    skipped = 0
+    seen: set[tuple[str, str]] = set()
+    for number, spec in enumerate(specs, 1):
+        where = f"task {number} of {path} ({spec.task[:60]!r})"
+        rubric = spec.rubric() or stated_rubric(spec.task)
+        if rubric is None:
+            skipped += 1
+            continue
+        locked, dropped = lock_rubric(rubric, llm_features, where)
+        if locked is None:
+            skipped += 1
+            continue
+        key = (task_key(spec.task), rubric_sha256(locked))
+        if key not in seen:
+            seen.add(key)
+            tasks.append(PromptTask(spec.task, locked, dropped))
+    if not tasks:
+        raise TrainingDataError(
+            f"no task in {path} has a check to reward ({skipped} without one); GRPO needs "
+            "verifiable tasks: give each task constraints (e.g. \"constraints\": "
+            '{"word_count": [5, 9]}) or state them in the task ("in exactly 6 words")')
+    return PromptSet(path, kind, tasks, digest, skipped, _notes(kind, tasks, skipped))
+
+
+def _notes(kind: str, tasks: Sequence[PromptTask], skipped: int) -> list[str]:
+    notes = []
+    dropped = sorted({name for t in tasks for name in t.dropped})
+    if dropped:
+        count = sum(bool(t.dropped) for t in tasks)
+        notes.append(f"LLM-judged features {dropped} in {count} tasks' rubrics were left out: "
+                     "the reward uses their checks only (the policy never grades itself)")
+    if skipped:
+        notes.append(f"{skipped} tasks without a check (nothing verifiable stated) were left out")
+    stated = sum(t.rubric.name == "task" for t in tasks)
+    if stated:
+        notes.append(f"{stated} tasks have no rubric of their own: each is rewarded on the checks "
+                     "of the constraints it states (the architectures' judged features are "
+                     "never a reward)")
+    if kind == "export":
+        notes.append("an export keeps no rubric: its tasks are rewarded on what they state")
+    return notes
