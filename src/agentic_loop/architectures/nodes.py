@@ -107,7 +107,7 @@ def warn_unchecked_constraints(task: str, rubric: Rubric) -> None:
         warnings.warn(UncheckedConstraintsWarning(
             f"the task states constraints the rubric {rubric.name!r} does not check: {listed}; "
             f"add them to the rubric (Rubric.for_constraints(..., {listed})) or leave rubric= "
-            "out to check them"), stacklevel=3)
+            "out to check them"), stacklevel=2)
 
 
 def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
@@ -187,7 +187,11 @@ class LoopNodes:
         rubric: Rubric | None = given or self.rubric
         if rubric is None:
             return task_rubric(task)
-        warn_unchecked_constraints(task, rubric)
+        warned: set[tuple[int, int]] = self.__dict__.setdefault("_unchecked_warned", set())
+        key = (hash(task), id(rubric))
+        if key not in warned:  # once per task and rubric, not once per node
+            warned.add(key)
+            warn_unchecked_constraints(task, rubric)
         return rubric
 
     def requirements(self, task: str, config: RunnableConfig | None = None) -> str:
