@@ -146,8 +146,8 @@ def _looks_random(token: str, *, password: bool = False) -> bool:
 def _plugins() -> tuple[Any, ...]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    by_name: dict[str, Any] = {cls.__name__: cls
-                               for cls in get_mapping_from_secret_type_to_class().values()}
+    classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
+    by_name: dict[str, Any] = {plugin.__name__: plugin for plugin in classes}
     return tuple(by_name[name]() for name in DETECT_SECRETS_PLUGINS if name in by_name)
 
 
