@@ -61,7 +61,7 @@ def test_near_duplicates_with_the_real_embedder(real_embedder) -> None:  # type:
     log = CurationLog()
     rows = sft_rows([s for t in runs for s in trajectory_samples(t)], min_score=0.8, log=log,
                     embedder=real_embedder, dedup_threshold=0.95)
-    assert [r.messages[1].content for r in rows] == [
+    assert [r.messages[-1].content for r in rows] == [
         "Stories wait on every shelf.", "Find your next favourite chapter here.",
         "Stories wait on every shelf!"]
     assert next(s for s in log.steps if s.name == "near duplicates").removed == 1
@@ -83,8 +83,9 @@ def test_exported_files_load_with_hf_datasets_offline(
     assert {"prompt", "chosen", "rejected"} <= set(pairs.column_names)
     assert (all(is_conversational(row) for row in sft)
             and all(is_conversational(row) for row in pairs))
-    assert (pairs[0]["prompt"][0]["role"] == "user"
-            and pairs[0]["chosen"][0]["role"] == "assistant")
+    # the fresh-draft chat the architectures send: system prompt, then the task
+    assert [m["role"] for m in pairs[0]["prompt"]] == ["system", "user"]
+    assert pairs[0]["chosen"][0]["role"] == "assistant"
 
 
 NAMES = ("Sarah Connor", "Michael Johnson", "Emily Davis")
