@@ -140,14 +140,20 @@ def bwrap_command(argv: Sequence[str], *, tmpfs_mb: int) -> list[str]:
     env: list[str] = []
     for key, value in {**_ENV, "HOME": SANDBOX_DIR, "TMPDIR": SANDBOX_DIR}.items():
         env += ["--setenv", key, value]
+    binds = _readonly_binds()
+    # An interpreter or venv under /tmp (a checkout there) is bound inside /tmp, so /tmp cannot
+    # be the link to the private dir: it becomes a small tmpfs of its own, mounted first.
+    under_tmp = any(a == "/tmp" or a.startswith("/tmp/") for a in binds)
+    tmp_first = ["--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp"] if under_tmp else []
+    tmp_link = [] if under_tmp else ["--symlink", SANDBOX_DIR, "/tmp"]
     return [
         bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--uid", str(_SANDBOX_UID),
         "--gid", str(_SANDBOX_UID), "--hostname", "sandbox", "--die-with-parent",
-        "--new-session", "--cap-drop", "ALL", *_readonly_binds(),
+        "--new-session", "--cap-drop", "ALL", *tmp_first, *binds,
         "--proc", "/proc", "--dev", "/dev",
         "--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", SANDBOX_DIR,
-        "--symlink", SANDBOX_DIR, "/tmp", "--chdir", SANDBOX_DIR,
+        *tmp_link, "--chdir", SANDBOX_DIR,
         "--clearenv", *env, "--remount-ro", "/", "--", *argv,
     ]
 
