@@ -212,3 +212,18 @@ def test_the_cli_dry_run_prints_the_arguments_and_the_command(tmp_path: Path) ->
     wrong = CliRunner().invoke(app, ["distill", "--data", str(path), "--out", "m",
                                      "--num-generations", "2"])
     assert wrong.exit_code == 2 and "--method grpo" in wrong.output
+
+
+def test_export_prompts_use_the_bare_task_not_the_rendered_requirements(tmp_path) -> None:
+    import json as _json
+
+    from agentic_loop.distill.train.prompt_set import _export_specs
+
+    row = {"messages": [{"role": "system", "content": "You write."},
+                        {"role": "user", "content": "Say hi in 2 words.\n\nRequirements:\n- x"},
+                        {"role": "assistant", "content": "hi there"}],
+           "metadata": {"task": "Say hi in 2 words."}}
+    old = {"messages": [{"role": "user", "content": "Name a color."},
+                        {"role": "assistant", "content": "red"}], "metadata": {}}
+    (tmp_path / "sft.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in (row, old)))
+    assert [s.task for s in _export_specs(tmp_path)] == ["Say hi in 2 words.", "Name a color."]

@@ -173,13 +173,26 @@ class PromptSet:
 
 
 def _export_specs(root: Path) -> list[TaskSpec]:
-    """The distinct user prompts of an export folder (each the task itself), in file order."""
+    """The distinct tasks of an export folder, in file order.
+
+    Rows keep the bare task in ``metadata.task``; their user message is the
+    task *plus* its requirements (the fresh-draft chat), which would state the
+    requirements twice once the prompt is rebuilt. Rows written before the task
+    was kept fall back to the user message.
+    """
     prompts: list[str] = []
-    sft = root / SFT_FILE
-    if sft.is_file():
-        prompts += [row["prompt"][-1]["content"] for row in read_sft_rows(sft)]
-    if (root / PAIRS_FILE).is_file():
-        prompts += [row["prompt"][-1]["content"] for row in read_pair_rows(root / PAIRS_FILE)]
+    for name, read in ((SFT_FILE, read_sft_rows), (PAIRS_FILE, read_pair_rows)):
+        path = root / name
+        if not path.is_file():
+            continue
+        read(path)  # validates every row and names file:line on a bad one
+        with path.open(encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        for row in rows:
+            task = (row.get("metadata") or {}).get("task")
+            messages = row.get("messages") or row.get("prompt") or []
+            user = [m["content"] for m in messages if m.get("role") == "user"]
+            prompts.append(task or (user[-1] if user else ""))
     unique: dict[str, str] = {}
     for prompt in prompts:
         if prompt.strip():
