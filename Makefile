@@ -43,6 +43,7 @@ bench: setup vllm
 	$(BIN)/python bench/train.py
 	$(BIN)/python bench/quality.py --quick
 	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/flywheel.py
 	$(BIN)/python bench/summary.py
 
 # vLLM throughput against in-process transformers, on its own.

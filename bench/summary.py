@@ -31,7 +31,7 @@ RESULTS = BENCH / "results"
 README = BENCH / "README.md"
 START = "<!-- bench-summary:start (written by bench/summary.py; edits here are overwritten) -->"
 END = "<!-- bench-summary:end -->"
-ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "quality"]
+ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "quality", "quality_full"]
 RATIO_HINTS = ("ratio", "_over_", "speedup")
 
 
@@ -98,7 +98,20 @@ def archive(d: dict[str, Any]) -> list[str]:
         (f"search at {big.get('entries', '?'):,} entries:" if big else "search:",
          (f"{num(get(big, 'search_ms.index_only.p50'))} ms p50 index-only, "
          f"{num(big.get('speedup_vs_exact'))}x faster than exact; "
-         f"{num(get(big, 'search_ms.end_to_end.p50'))} ms with query embedding")))
+         f"{num(get(big, 'search_ms.end_to_end.p50'))} ms with query embedding")),
+        *postgres_store(d.get("postgres_store")))
+
+
+def postgres_store(pg: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The Postgres (pgvector) store against the FAISS archive at its largest size."""
+    if not pg:
+        return []
+    big = get(pg, "scale.-1") or {}
+    return [(f"Postgres / FAISS search p50 at {big.get('entries', '?'):,} entries:",
+             f"{num(get(big, 'ratio_postgres_to_faiss.store_search_p50'))}x "
+             f"({num(get(big, 'search_ms.postgres_store_search.p50'))} ms)"),
+            ("Postgres / FAISS gated add, one at a time:",
+             f"{num(get(pg, 'add_throughput.ratio_postgres_to_faiss.gated_add_one_at_a_time'))}x")]
 
 
 def loop(d: dict[str, Any]) -> list[str]:
@@ -137,7 +150,18 @@ def train(d: dict[str, Any]) -> list[str]:
     return items(("baseline SFT full:", f"{num(get(d, 'results.0.tokens_per_s'))} tokens/s"),
                  ("SFT LoRA / full:", f"{num(r.get('sft_lora_vs_full'))}x"),
                  ("DPO LoRA / full:", f"{num(r.get('dpo_lora_vs_full'))}x"),
-                 ("DPO / SFT (full):", f"{num(r.get('dpo_full_vs_sft_full'))}x"))
+                 ("DPO / SFT (full):", f"{num(r.get('dpo_full_vs_sft_full'))}x"),
+                 *grpo(d.get("grpo")))
+
+
+def grpo(g: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """GRPO seconds per step at each generation count (LoRA, CPU)."""
+    if not g:
+        return []
+    return [(f"GRPO LoRA, {r.get('num_generations')} generations x "
+             f"{r.get('prompts_per_step')} prompts:",
+             f"{num(r.get('wall_s_per_step_after_first', r.get('s_per_step')))} s/step")
+            for r in g.get("results", [])]
 
 
 def serve(d: dict[str, Any]) -> list[str]:
@@ -151,23 +175,36 @@ def serve(d: dict[str, Any]) -> list[str]:
 
 
 def quality(d: dict[str, Any]) -> list[str]:
-    """Single-shot against the best loop and the distilled model, on held-out tasks."""
+    """Single-shot, the best row and the trained rows on held-out tasks, with their verdicts."""
     phases = {p["name"]: p for p in d.get("phases", [])}
     base = phases.get(d.get("baseline", "single-shot"))
-    looped = [p for p in phases.values() if p.get("model") != "none" and p is not base]
-    best = max(looped, key=lambda p: p["pass_rate"], default=None)
+    others = [p for p in phases.values() if p.get("model") != "none" and p is not base]
+    best = max(others, key=lambda p: p["pass_rate"] or 0.0, default=None)
 
     def show(p: dict[str, Any] | None) -> str | None:
         if p is None:
             return None
-        r = get(p, "vs_single_shot.pass_rate_ratio")
-        return (f"pass {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)}, score "
-                f"{num(p['mean_score'])}" + (f", {num(r)}x single-shot" if r else ""))
+        vs = p.get("vs_single_shot") or {}
+        change = (f", {100 * vs['pass_rate_diff']:+.0f} pts: {vs['verdict']}"
+                  if vs.get("verdict") else "")
+        return f"pass {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)}{change}"
 
-    return items(("held-out tasks:", get(d, "dev_set.held_out_scored")),
+    trained = [(f"{name}:", show(p)) for name, p in phases.items()
+               if p.get("model") in ("distilled", "grpo") and p is not best]
+    return items(("held-out tasks (same for every row):",
+                  get(d, "dev_set.held_out") or get(d, "dev_set.held_out_scored")),
                  ("single-shot:", show(base)),
-                 (f"best ({best['name']}):" if best else "best:", show(best)),
-                 ("distilled single-shot:", show(phases.get("distilled single-shot"))))
+                 (f"best ({best['name']}):" if best else "best:", show(best)), *trained)
+
+
+def flywheel(d: dict[str, Any]) -> list[str]:
+    """Golden pass rate of the improve rounds against one plain SFT run with the same steps."""
+    r = d.get("ratios", {})
+    return items(("golden pass rate:", (f"base {pct(d.get('base_pass_rate'))}, after the rounds "
+                                        f"{pct(d.get('final_pass_rate'))}, plain SFT "
+                                        f"{pct(d.get('sft_pass_rate'))}")),
+                 ("rounds / plain SFT (final):", f"{num(r.get('final_over_sft'))}x"),
+                 ("steps:", (f"{get(d, 'steps.improve')} in rounds, {get(d, 'steps.sft')} plain")))
 
 
 def generic(d: dict[str, Any]) -> list[str]:
@@ -187,7 +224,7 @@ def leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
 
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "models": models, "archive": archive, "loop": loop, "judges": judges, "pii": pii,
-    "train": train, "serve": serve, "quality": quality}
+    "train": train, "serve": serve, "quality": quality, "flywheel": flywheel}
 
 
 # ------------------------------------------------------------- table
@@ -236,22 +273,24 @@ def bench_table(rows: list[tuple[str, Path, dict[str, Any]]], base: Path) -> str
 
 
 def quality_table(d: dict[str, Any]) -> str:
-    """Per-phase quality and cost on held-out tasks, from ``quality.json``."""
-    lines = [("| phase | pass rate [95% CI] | mean score [95% CI] | score change vs single-shot "
-             "[95% CI] | LLM calls / accepted | tokens / accepted | s / accepted |"),
-             "|---|---|---|---|---|---|---|"]
+    """Per-row quality, the paired comparison with single-shot, and cost, from a quality JSON."""
+    lines = [("| row | pass rate [95% CI] | change vs single-shot, pts [95% CI] | McNemar p "
+              "(Holm) | verdict | mean score | LLM calls / task | LLM-s / task "
+              "| passes / LLM-min |"), "|---|---|---|---|---|---|---|---|---|"]
     for p in d.get("phases", []):
-        vs, c = p.get("vs_single_shot", {}), p.get("cost", {})
-        change = (f"{vs['mean_score_diff']:+.2f}{interval(vs.get('mean_score_diff_ci95'), num)}"
-                  if vs.get("mean_score_diff") is not None else "-")
+        vs = p.get("vs_single_shot") or {}
+        change = (f"{100 * vs['pass_rate_diff']:+.1f}"
+                  f"{interval([100 * x for x in vs['pass_rate_diff_ci95']], num)}"
+                  if vs.get("pass_rate_diff_ci95") else "-")
+        pval = (f"{num(vs['mcnemar_p'], 2)} ({num(vs.get('mcnemar_p_holm'), 2)})"
+                if vs.get("mcnemar_p") is not None else "-")
         lines.append(f"| {p['name']} "
                      f"| {pct(p['pass_rate'])}{interval(p.get('pass_rate_ci95'), pct)} "
-                     f"| {num(p['mean_score'])}{interval(p.get('mean_score_ci95'), num)} "
-                     f"| {change} "
-                     f"| {num(c.get('llm_calls_per_accepted'))} "
-                     f"| {num(c.get('tokens_per_accepted'))} "
-                     f"| {num(c.get('wall_s_per_accepted'))} |")
-    notes = (dev_set_line(d), distill_line(d.get("distill")), train_pass_line(d.get("train_pass")))
+                     f"| {change} | {pval} | {vs.get('verdict', '-')} "
+                     f"| {num(p.get('mean_score'))} | {num(p.get('llm_calls_per_task'))} "
+                     f"| {num(p.get('llm_s_per_task'))} | {num(p.get('passes_per_llm_minute'))} |")
+    notes = (dev_set_line(d), distill_line(d.get("distill")), grpo_line(d.get("grpo")),
+             train_pass_line(d.get("train_pass")), skipped_line(d.get("skipped_rows")))
     lines += [""] + [f"- {note}" for note in notes if note]
     return "\n".join(lines)
 
@@ -259,11 +298,25 @@ def quality_table(d: dict[str, Any]) -> str:
 def dev_set_line(d: dict[str, Any]) -> str:
     """Which tasks the quality table covers."""
     ds = d.get("dev_set", {})
-    fams = ", ".join(f"{v} {k}" for k, v in ds.get("held_out_families", {}).items())
-    return (f"{ds.get('held_out_scored', '?')} of {ds.get('held_out', '?')} held-out tasks scored "
-            f"({fams} in all held-out); {ds.get('train', '?')} train tasks, "
-            f"{ds.get('train_run', '?')} of them run; mode `{d.get('mode', '?')}`, "
-            f"seed {ds.get('seed', '?')}.")
+    suites = ", ".join(f"{v} {k}" for k, v in ds.get("suites", {}).items())
+    return (f"{ds.get('held_out', '?')} held-out tasks, the same for every row ({suites}; "
+            f"{len(ds.get('families', {}))} families); {ds.get('train', '?')} train tasks; "
+            f"mode `{d.get('mode', '?')}`, seed {ds.get('seed', '?')}, "
+            f"{num(d.get('seconds'))} s in all.")
+
+
+def grpo_line(g: dict[str, Any] | None) -> str:
+    """What the GRPO round did within its budget."""
+    if not g:
+        return ""
+    return (f"GRPO round: LoRA, {g.get('steps')} steps of {g.get('num_generations')} "
+            f"generations x {g.get('prompts_per_step')} prompts in {num(g.get('train_loop_s'))} "
+            f"s (budget {num(g.get('budget_s'))} s, the SFT round's).")
+
+
+def skipped_line(skipped: dict[str, str] | None) -> str:
+    """Rows the run could not make, and why."""
+    return "; ".join(f"{k} skipped: {v}" for k, v in (skipped or {}).items())
 
 
 def distill_line(dist: dict[str, Any] | None) -> str:
@@ -283,10 +336,9 @@ def train_pass_line(tp: dict[str, Any] | None) -> str:
     """What warming the archive cost (paid once, before the warm rows)."""
     if not tp:
         return ""
-    c = tp.get("cost", {})
-    return (f"Warming the archive (ArchiveRefine on {tp.get('tasks')} train tasks): "
-            f"{c.get('llm_calls')} LLM calls, {num(c.get('tokens'))} tokens, "
-            f"{num(c.get('wall_s'))} s; archive size {tp.get('archive_size')}.")
+    return (f"Train pass (ArchiveRefine on {tp.get('tasks')} train tasks; warms the archive, "
+            f"feeds the SFT round): {tp.get('passed')} passed, {tp.get('llm_calls')} LLM calls, "
+            f"{num(tp.get('wall_s'))} s; archive size {tp.get('archive_size')}.")
 
 
 def markdown(results: Path = RESULTS, base: Path = BENCH) -> str:
@@ -296,9 +348,10 @@ def markdown(results: Path = RESULTS, base: Path = BENCH) -> str:
     head = (f"Collected {now} on {os.cpu_count()} CPUs, {platform.platform()}, from "
             f"{len(rows)} result file(s) in `{os.path.relpath(results, base)}/`.")
     parts = [head, "", bench_table(rows, base) if rows else "No results yet."]
-    q = next((d for n, _, d in rows if n == "quality"), None)
-    if q is not None:
-        parts += ["", "### Quality on held-out tasks", "", quality_table(q)]
+    for name, _, q in rows:
+        if name in ("quality", "quality_full"):
+            parts += ["", f"### Quality on held-out tasks ({q.get('mode', name)})", "",
+                      quality_table(q)]
     return "\n".join(parts)
 
 

@@ -57,6 +57,23 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def _mode_for(target: Path) -> int:
+    """The mode a plain ``open(target, "w")`` would leave: the file's own, or 0666 & ~umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_UMASK
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically.
@@ -65,7 +82,9 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     that only takes a file name). When the block exits normally the
     temporary file is fsync'd, renamed over ``path`` and the directory is
     fsync'd. If the block raises, the temporary file is removed and ``path``
-    is left exactly as it was.
+    is left exactly as it was. The file gets the permissions ``open`` would
+    give it (an existing file's mode, else 0666 less the umask), not the
+    0600 of a temporary file.
     """
     target = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -74,6 +93,7 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         fsync_path(tmp)
+        os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -6,16 +6,21 @@
 2. Inference-time loop: single-shot, Reflection, ArchiveRefine on an empty
    archive, then ArchiveRefine again on the warm archive. Every run is a
    trajectory.
-3. Training-time loop: the train tasks' trajectories are exported (PII gate,
-   curation, SFT + DPO data), one distill round trains the model, and the
-   gate compares it with the base model single-shot on the held-out tasks;
-   the registry promotes it only on a PROMOTE decision.
-4. A before/after table, PNG plots and ``report.json`` in the output folder.
+3. Training-time loop: ``rounds`` improve rounds
+   (:func:`~agentic_loop.distill.release.improve.improve`) on the train tasks:
+   the current model samples them, what passes their checks (and hinted
+   retries) goes through the export (PII gate, curation) into SFT data, a
+   LoRA is trained, and the gate compares it with the current model on the
+   held-out tasks; the registry promotes it only on a PROMOTE decision, and
+   the next round starts from whatever the gate kept, with a higher bar.
+4. A before/after table, the per-round table (pool and held-out pass rates
+   with 95% intervals, data counts, decisions), PNG plots (the improve curve
+   in ``improve/improve.png``) and ``report.json`` in the output folder.
 
 Example (the whole thing takes minutes; see ``agentic-loop demo --help``):
     >>> from agentic_loop.demo import DemoOptions
-    >>> DemoOptions().n_tasks
-    30
+    >>> DemoOptions().n_tasks, DemoOptions().rounds
+    (30, 2)
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from agentic_loop.demo_improve import improve_summary, rounds_table, run_rounds
 from agentic_loop.tasks import TaskSpec
 
 if TYPE_CHECKING:
@@ -40,7 +47,15 @@ __all__ = ["DemoOptions", "DemoPhase", "run_demo"]
 
 @dataclass
 class DemoOptions:
-    """Knobs of the demo; the defaults fit in about 15 minutes on 2 CPU cores."""
+    """Knobs of the demo; the defaults aim at about 15-20 minutes on 2 CPU cores.
+
+    ``train_steps`` is per improve round; ``samples`` per train task per round (a
+    task none of whose samples passes gets one hinted retry, so one sample means up
+    to two tries);
+    ``thresholds`` the score (0-10) each round's training data must reach;
+    ``rollback_ratio`` the gate's rollback rule (see
+    :func:`~agentic_loop.distill.release.gate.gate`), loose for a small held-out set.
+    """
 
     n_tasks: int = 30
     held_out: float = 0.3
@@ -51,8 +66,12 @@ class DemoOptions:
     target_score: float = 8.0
     concurrency: int = 8
     pii: Literal["spacy", "regex", "off"] = "regex"
-    train_steps: int = 30
+    train_steps: int = 8
     lora: bool = True
+    rounds: int = 2
+    samples: int = 1
+    thresholds: tuple[float, ...] = (7.0, 8.0)
+    rollback_ratio: float = 0.5
 
 
 @dataclass
@@ -88,16 +107,20 @@ def _phase(name: str, results: Sequence[RunResult], seconds: float) -> DemoPhase
 
 
 def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
-             console: Console | None = None) -> dict[str, Any]:
-    """Run the demo into ``out``; returns (and writes) the report."""
+             console: Console | None = None, *, backend: Any = None,
+             embedder: Any = None) -> dict[str, Any]:
+    """Run the demo into ``out``; returns (and writes) the report.
+
+    ``backend`` (an :class:`~agentic_loop.distill.release.improve.ImproveBackend`)
+    is how the demo reaches models, and ``embedder`` the archive's and the
+    curation's embedder; the defaults are the real ones (tests pass scripted models
+    and the hashing embedder).
+    """
     from agentic_loop.architectures import ArchiveRefine, Reflection, run_specs, summary_table
-    from agentic_loop.distill import export_datasets
-    from agentic_loop.distill.release.gate import Decision, gate
     from agentic_loop.distill.release.registry import Registry
-    from agentic_loop.distill.train import train
     from agentic_loop.memory import Archive
     from agentic_loop.models import load_chat_model
-    from agentic_loop.plots import plot_archive_growth, plot_before_after, plot_score_distributions
+    from agentic_loop.plots import plot_archive_growth, plot_score_distributions
     from agentic_loop.tasksets import demo_tasks, split_tasks
     from agentic_loop.trajectories import TrajectoryLog
 
@@ -114,10 +137,11 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
                   f"{len(test_tasks)} held-out. Output: {out}")
 
     with console.status("loading the embedded model"):
-        llm = load_chat_model(opts.model, max_tokens=opts.max_tokens)
+        llm = (backend.chat(opts.model, 0.0, opts.max_tokens) if backend is not None
+               else load_chat_model(opts.model, max_tokens=opts.max_tokens))
     train_log = TrajectoryLog(out / "trajectories" / "train")
     test_log = TrajectoryLog(out / "trajectories" / "held_out")
-    archive = Archive(out / "archive", show_progress=False)
+    archive = Archive(out / "archive", embedder=embedder, show_progress=False)
     phases: list[DemoPhase] = []
 
     Split = list[tuple[list[TaskSpec], TrajectoryLog | None]]
@@ -126,7 +150,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
                   log_for: Split | None = None) -> list[RunResult]:
         t0 = time.perf_counter()
         results: list[RunResult] = []
-        # train and held-out tasks log to separate files, so distillation never sees held-out
+        # train and held-out tasks log to separate files, so an export never mixes them
         for subset, log in log_for or [(specs, None)]:
             arch.trajectories = log
             results += run_specs(arch, subset, max_concurrency=opts.concurrency, progress=name,
@@ -141,9 +165,8 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
 
     split_logs: Split = [(train_tasks, train_log), (test_tasks, test_log)]
     target = opts.target_score
-    base_single = run_phase("single-shot", Reflection(llm, max_iterations=1, target_score=target),
-                            all_tasks, split_logs)
-    single_phase = phases[-1]
+    run_phase("single-shot", Reflection(llm, max_iterations=1, target_score=target), all_tasks,
+              split_logs)
     run_phase("Reflection",
               Reflection(llm, max_iterations=opts.max_iterations, target_score=target),
               all_tasks, split_logs)
@@ -152,40 +175,19 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     run_phase("ArchiveRefine (cold)", archive_arch, all_tasks, split_logs)
     run_phase("ArchiveRefine (warm)", archive_arch, all_tasks, split_logs)
 
-    with console.status("exporting train trajectories (PII gate, curation, SFT + DPO)"):
-        report = export_datasets([train_log.path], out / "data", pii=opts.pii, min_score=0.8,
-                                 embedder=archive.embedder)
-    console.print(f"exported {report.sft_rows} SFT rows and {report.pairs} DPO pairs "
-                  f"-> {out / 'data'}")
-
-    console.print(f"distilling: SFT{' (LoRA, merged)' if opts.lora else ''}, "
-                  f"{opts.train_steps} steps")
-    trained = train(out / "data", out / "model", method="sft", base=opts.model, lora=opts.lora,
-                    max_steps=opts.train_steps, max_length=256, progress=True)
-    candidate = load_chat_model(trained.spec, max_tokens=opts.max_tokens)
-
-    test_ids = {t.task for t in test_tasks}
-    base_held = [r for r in base_single if r.task in test_ids]
-    # these ran inside the single-shot phase; its wall time is split by task share, since the
-    # sum of their latencies would count concurrent seconds twice
-    phases.append(_phase("single-shot, base (held-out)", base_held,
-                         single_phase.seconds * len(base_held) / max(1, len(base_single))))
-    run_phase("single-shot, distilled (held-out)",
-              Reflection(candidate, max_iterations=1, target_score=target), test_tasks)
-    order = {t.task: i for i, t in enumerate(test_tasks)}
-    base_scores = [r.score or 0.0 for r in sorted(base_held, key=lambda r: order[r.task])]
-    cand = phases[-1]
-    decision = gate(base_scores, cand.scores)
     registry = Registry(out / "registry")
     if registry.current is None and opts.model == "local":
         from agentic_loop.models.embedded import ensure_converted
 
         registry.promote(registry.register(ensure_converted(), name="base").version,
                          reason="demo: the embedded base model")
-    version = registry.register(trained.model_dir, name="demo-distilled")
-    if decision.decision == Decision.PROMOTE:
-        registry.promote(version.version, reason="demo gate", gate=decision.to_dict())
-    console.print(f"gate: {decision}")
+    console.rule(f"training-time loop: {opts.rounds} improve rounds")
+    console.print(f"each round: {opts.samples} samples per train task, hint retry, export "
+                  f"(PII gate, curation), SFT{' (LoRA, merged)' if opts.lora else ''} "
+                  f"{opts.train_steps} steps, gate on the {len(test_tasks)} held-out tasks")
+    flywheel = run_rounds(opts, train_tasks, test_tasks, registry, out / "improve",
+                          archive.embedder, console, backend=backend)
+    rounds = improve_summary(flywheel)
 
     table = Table(title="before / after")
     table.add_column("phase", no_wrap=True)
@@ -195,6 +197,9 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
         table.add_row(p.name, str(p.tasks), f"{p.pass_rate:.0%}", f"{p.mean_score:.2f}",
                       f"{p.llm_calls_per_task:.1f}", str(p.archived), f"{p.seconds:.0f}")
     console.print(table)
+    console.print(rounds_table(rounds["rounds"]))
+    console.print(f"stopped: {escape(flywheel.stopped)}: {escape(flywheel.reason)}",
+                  highlight=False, soft_wrap=True)
 
     plots = out / "plots"
     plot_archive_growth(archive.entries(), plots / "archive_growth.png")
@@ -202,22 +207,15 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     plot_score_distributions({f"round {i + 1}": s for i, s in enumerate(reflection.round_scores)},
                              plots / "scores_per_round.png",
                              title="Reflection: score per round")
-    base_p = phases[-2]
-    plot_before_after({"pass rate": {"base": base_p.pass_rate, "distilled": cand.pass_rate},
-                       "mean score / 10": {"base": base_p.mean_score / 10,
-                                           "distilled": cand.mean_score / 10}},
-                      plots / "before_after.png", title="held-out, single-shot")
     files = {"trajectories": str(out / "trajectories"), "archive": str(out / "archive"),
-             "data": str(out / "data"), "model": str(trained.model_dir),
+             "improve": str(out / "improve"), "curve": str(flywheel.plot or "-"),
              "plots": str(plots), "registry": str(out / "registry")}
     seconds = round(time.perf_counter() - started, 1)
     result: dict[str, Any] = {
         "options": asdict(opts),
         "phases": [{k: v for k, v in asdict(p).items() if k not in ("scores", "round_scores")}
                    for p in phases],
-        "export": {"sft_rows": report.sft_rows, "pairs": report.pairs},
-        "model": str(trained.model_dir),
-        "gate": decision.to_dict(),
+        "improve": rounds,
         "registry_current": registry.current.version if registry.current else None,
         "seconds": seconds,
         "files": files,

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentic_loop.errors import ConfigError
 
-__all__ = ["plot_archive_growth", "plot_before_after", "plot_eval_scores",
+__all__ = ["plot_archive_growth", "plot_before_after", "plot_eval_scores", "plot_rates",
            "plot_reward_curve", "plot_score_distributions"]
 
 #: One evaluation panel: baseline scores, candidate scores, and a note for the title.
@@ -171,6 +171,39 @@ def plot_reward_curve(curves: Mapping[str, Sequence[tuple[float, float]]],
             ax.plot(steps, values, marker="o", markersize=3, linewidth=2 if name == "reward"
                     else 1, label=name)
     ax.set_xlabel("optimizer step")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    _save(fig, path)
+
+
+def plot_rates(series: Mapping[str, Sequence[tuple[float, float, float, float]]],
+               path: str | os.PathLike[str], *, title: str = "Pass rate per round",
+               xlabel: str = "round", ylabel: str = "pass rate") -> None:
+    """One line per series of ``(x, rate, low, high)`` points, the interval as an error bar.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "rates.png"
+    >>> plot_rates({"golden": [(0, 0.2, 0.1, 0.4), (1, 0.5, 0.3, 0.7)]}, out)
+    >>> out.stat().st_size > 1000
+    True
+    """
+    if not any(series.values()):
+        raise ConfigError("plot_rates needs at least one (x, rate, low, high) point; pass "
+                          "{series: [(x, rate, low, high), ...]}")
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for name, points in series.items():
+        if points:
+            xs, ys, lows, highs = zip(*points)
+            errors = [[max(0.0, y - lo) for y, lo in zip(ys, lows, strict=True)],
+                      [max(0.0, hi - y) for y, hi in zip(ys, highs, strict=True)]]
+            ax.errorbar(xs, ys, yerr=errors, marker="o", capsize=4, linewidth=1.5, label=name)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
     ax.set_title(title)

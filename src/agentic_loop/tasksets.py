@@ -3,7 +3,9 @@
 Improvement has to be measured on tasks whose success Python can check: an
 exact word count, a forbidden word, JSON, casing, bullets, a number. These
 generators write such tasks from templates and a seed, so a dev set can be
-regenerated anywhere and split into train and held-out without overlap.
+regenerated anywhere and split into train and held-out without overlap. The
+IFEval-style families (layout, frequency and language demands, split by
+phrasing) live in :mod:`agentic_loop.tasksets_ifeval` and are re-exported here.
 
 Example:
     >>> tasks = constrained_tasks(3, seed=1)
@@ -23,8 +25,10 @@ from collections.abc import Callable, Sequence
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasksets_ifeval import IFEVAL_FAMILIES, IFEVAL_SPLITS, ifeval_tasks
 
-__all__ = ["arithmetic_tasks", "constrained_tasks", "demo_tasks", "split_tasks"]
+__all__ = ["IFEVAL_FAMILIES", "IFEVAL_SPLITS", "arithmetic_tasks", "constrained_tasks",
+           "demo_tasks", "ifeval_tasks", "split_tasks"]
 
 BUSINESSES = ["bookstore", "coffee shop", "bakery", "bike shop", "museum", "flower shop",
               "yoga studio", "hardware store", "tea house", "library", "record store",

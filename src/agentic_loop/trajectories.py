@@ -57,6 +57,7 @@ from agentic_loop.prompt_format import (  # re-exported: the record's prompt, an
 __all__ = [
     "PROMPT_VERSION",
     "SYSTEM",
+    "Candidate",
     "ConsentEvent",
     "DraftPrompt",
     "FeedbackEvent",
@@ -72,7 +73,9 @@ __all__ = [
 ]
 
 #: 2: rounds record their prompt (``Round.prompt``) and an output cut (``Round.cut_from``).
-SCHEMA_VERSION = 2
+#: 3: rounds record the model that answered (``Round.model``) and the other samples of a
+#: best-of-n round (``Round.alternatives``); usage records ``llm_seconds``.
+SCHEMA_VERSION = 3
 Feedback = Literal["up", "down"]
 
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
@@ -135,12 +138,37 @@ def hash_user_id(user_id: str, salt: str | None = None) -> str:
 
 
 class TokenUsage(BaseModel):
-    """Tokens and model calls a run consumed (all LLM calls, critiques included)."""
+    """Tokens and model calls a run consumed (all LLM calls, critiques included).
+
+    A best-of-n round counts its n samples: n calls and their tokens.
+    ``llm_seconds`` is the wall time during which at least one of the run's
+    model calls was in flight (n samples decoded together count once), the
+    cost a bench divides pass rates by.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     llm_calls: int = 0
+    llm_seconds: float = 0.0
+
+
+class Candidate(BaseModel):
+    """A sample of a best-of-n round that lost to the round's draft: a ready DPO negative.
+
+    ``score`` and ``passed`` are by the checks alone (judged features count as
+    unmet) unless ``judged`` says the LLM judge scored it too (a rubric with no
+    checks judges every sample).
+    """
+
+    draft: str
+    score: float | None = None
+    passed: bool | None = None
+    features: dict[str, Any] = Field(default_factory=dict)
+    guards: dict[str, str] = Field(default_factory=dict)
+    judged: bool = False
+    model: str | None = None
+    cut_from: int | None = None
 
 
 class Round(BaseModel):
@@ -165,6 +193,10 @@ class Round(BaseModel):
     prompt: DraftPrompt | None = None
     #: the model's answer had this many characters and was cut to the output limit
     cut_from: int | None = None
+    #: the model that wrote the draft (its answer's ``model_name``; else the architecture's)
+    model: str | None = None
+    #: the other samples of a best-of-n round (``samples_per_round``), best first
+    alternatives: list[Candidate] = Field(default_factory=list)
 
 
 class Trajectory(BaseModel):

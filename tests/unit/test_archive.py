@@ -4,6 +4,7 @@ real model in tests/integration)."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,7 @@ class CountingEmbedder:
     def __init__(self, inner: HashingEmbedder) -> None:
         self.inner = inner
         self.texts = 0
+        self.calls = 0
 
     @property
     def name(self) -> str:
@@ -47,6 +49,7 @@ class CountingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.texts += len(texts)
+        self.calls += 1
         return self.inner.embed(texts)
 
 
@@ -111,6 +114,27 @@ def test_duplicates_inside_one_batch_are_caught(archive: Archive) -> None:
     ])
     assert [r.status for r in results] == ["added", "duplicate", "added"]
     assert results[1].duplicate_of == results[0].entry
+
+
+def test_a_batch_is_one_embedder_call_and_one_fsync(
+    tmp_path: Path, emb: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = CountingEmbedder(emb)
+    archive = Archive(tmp_path, embedder=counting, show_progress=False)
+    archive.add("warm", "the log and indexes exist now")
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    calls = counting.calls
+    batch = [{"task": f"task {i}", "output": " ".join(f"w{i}x{j}" for j in range(5))}
+             for i in range(50)]
+    batch.append({"task": "task 3 again", "output": "w3x0 w3x1 w3x2 w3x3 w3x4!"})  # a dup
+    results = archive.add_many(batch)
+    assert [r.status for r in results] == ["added"] * 50 + ["duplicate"]
+    assert results[50].duplicate_of == results[3].entry
+    assert counting.calls == calls + 1 and counting.texts == 1 * 2 + 51 * 2  # tasks + outputs
+    assert len(fsyncs) == 1  # one write, one fsync for the whole batch
+    assert len(Archive(tmp_path, embedder=emb, show_progress=False)) == 51
 
 
 def test_dedup_can_be_switched_off(tmp_path: Path, emb: HashingEmbedder) -> None:

@@ -28,8 +28,15 @@ def holds(keyword: str, constraint: Any, output: str) -> bool:
     return feature.credit(feature.run_check("task", output).value) == 1.0
 
 
+IFEVAL_KEYWORDS = {
+    "paragraph_count", "paragraph_first_word", "title", "postscript", "quoted", "highlight_count",
+    "section_count", "capital_word_count", "word_frequency", "letter_frequency",
+    "placeholder_count", "first_word", "repeat_request", "two_responses", "language",
+}
+
+
 def test_keywords_are_exactly_the_design_ones_plus_python_tests() -> None:
-    assert set(CONSTRAINT_KEYWORDS) == DESIGN_KEYWORDS | {"python_tests"}
+    assert set(CONSTRAINT_KEYWORDS) == DESIGN_KEYWORDS | {"python_tests"} | IFEVAL_KEYWORDS
 
 
 @pytest.mark.parametrize(

@@ -1,89 +1,43 @@
 """Serving: finding vLLM, the command line, and the server's life cycle (start, ready, stop, crash).
 
-The life-cycle tests run a stand-in server executable that speaks the one
-endpoint the health check uses (``GET /v1/models``), so they test our process
-handling in milliseconds; tests/integration/test_vllm_serve.py runs real vLLM.
+The life-cycle tests run a stand-in server executable (tests/serve_helpers.py)
+that speaks the endpoints we use (``GET /v1/models``, the LoRA load/unload
+calls), so they test our process handling in milliseconds;
+tests/integration/test_vllm_serve.py runs real vLLM. Following a registry
+(serving.json, promote, rollback) is tested in test_distill_live.py.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import stat
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from serve_helpers import model_dir, stand_in_python
 
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.distill.release.serve import (
     ServeError,
     VLLMNotInstalledError,
+    cpu_dtype,
     find_vllm_python,
     serve,
-    serve_registered,
     vllm_command,
 )
-
-STAND_IN = textwrap.dedent('''
-    import json, os, signal, sys, time
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-    args = sys.argv[3:]  # after "-m vllm.entrypoints.openai.api_server"
-    opts = {}
-    i = 0
-    while i < len(args):
-        if args[i] == "--lora-modules":
-            i += 1
-            while i < len(args) and not args[i].startswith("--"):
-                opts.setdefault("lora", []).append(args[i].split("=")[0]); i += 1
-            continue
-        if i + 1 < len(args) and not args[i + 1].startswith("--"):
-            opts[args[i]] = args[i + 1]; i += 2
-        else:
-            opts[args[i]] = True; i += 1
-    with open(os.environ["STAND_IN_RECORD"], "w") as fh:
-        json.dump({"argv": sys.argv[1:], "kv": os.environ.get("VLLM_CPU_KVCACHE_SPACE"),
-                   "offline": os.environ.get("HF_HUB_OFFLINE"),
-                   "runtime_lora": os.environ.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING")}, fh)
-    mode = os.environ.get("STAND_IN_MODE", "ok")
-    print("starting the stand-in", flush=True)
-    if mode == "crash":
-        print("RuntimeError: no CPU backend", flush=True)
-        sys.exit(3)
-    if mode == "hang":
-        time.sleep(60)
-    names = [opts["--served-model-name"]] + opts.get("lora", [])
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps({"data": [{"id": n} for n in names]}).encode()
-            self.send_response(200); self.end_headers(); self.wfile.write(body)
-        def log_message(self, *a):
-            pass
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-    HTTPServer((opts["--host"], int(opts["--port"])), Handler).serve_forever()
-''')
+from agentic_loop.distill.release.serve_watch import serve_registered
 
 
 @pytest.fixture()
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    script = tmp_path / "stand_in.py"
-    script.write_text(STAND_IN)
-    python = tmp_path / "bin" / "python"
-    python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$@"\n')
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    python = stand_in_python(tmp_path)
     record = tmp_path / "record.json"
     monkeypatch.setenv("STAND_IN_RECORD", str(record))
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     return python, record
 
 
-def _model(tmp_path: Path, name: str = "m") -> Path:
-    path = tmp_path / name
-    path.mkdir()
-    (path / "config.json").write_text("{}")
-    return path
+_model = model_dir
 
 
 def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path,
@@ -101,7 +55,7 @@ def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path,
     argv = seen["argv"]
     assert argv[:2] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert argv[argv.index("--model") + 1] == str((tmp_path / "m").resolve())
-    assert "--enforce-eager" in argv and argv[argv.index("--dtype") + 1] == "bfloat16"
+    assert "--enforce-eager" in argv and argv[argv.index("--dtype") + 1] == cpu_dtype()
     assert (seen["kv"], seen["offline"]) == ("1", "1")
 
 
@@ -158,7 +112,7 @@ def test_serve_registered_uses_the_current_version(tmp_path: Path,
     reg.register(_model(tmp_path, "tagline"))
     reg.promote("v1")
     with serve_registered(reg, python=python, device="cpu", timeout=30) as server:
-        assert server.model == "tagline-v1"
+        assert server.model == "reg" and server.version == "v1"  # the stable name
     argv = json.loads(record.read_text())["argv"]
     assert argv[argv.index("--model") + 1] == str((tmp_path / "tagline").resolve())
 

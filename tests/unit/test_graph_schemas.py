@@ -39,7 +39,8 @@ def test_every_architecture_shows_the_same_three_schemas(tmp_path):
         assert {"output", "score", "passed", "features", "stop_reason", "iterations"} <= set(
             graph.get_output_jsonschema()["properties"])
         context = graph.get_context_jsonschema()
-        assert set(context["properties"]) == {"constraints", "target_score", "max_iterations"}
+        assert set(context["properties"]) == {"constraints", "target_score", "max_iterations",
+                                              "samples_per_round", "temperature"}
 
 
 def test_the_output_is_the_result_not_the_loops_internals():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -225,3 +226,30 @@ def test_trajectory_log_reads_need_no_write_access(
     _refuse_lock_files(monkeypatch)
     assert [(t.task, t.feedback) for t in TrajectoryLog(tmp_path / "logs").read()] == [
         ("Say hi.", "up")]
+
+
+def test_a_batch_is_one_fsync_and_a_crash_mid_batch_loses_at_most_that_batch(
+    log: JsonlLog[Note], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log.append(Note(n=0))
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    assert log.append_many([Note(n=i, text="t" * i) for i in range(1, 201)]) == 200
+    assert len(fsyncs) == 1
+    monkeypatch.undo()
+    # A writer killed during its next batch: the OS had written part of the bytes.
+    payload = b"".join(Note(n=1000 + i).model_dump_json().encode() + b"\n" for i in range(10))
+    with open(log.path, "ab") as f:
+        f.write(payload[: len(payload) // 2 + 3])
+    other = JsonlLog(log.path, Note)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = [note.n for note in other.read().records]
+    assert kept[:201] == list(range(201))  # every acknowledged batch, whole
+    assert all(1000 <= n < 1010 for n in kept[201:]) and len(kept) < 211  # a prefix at most
+    assert any("torn" in str(w.message) or "unfinished" in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        log.append(Note(n=9999))  # the torn tail is cut off, nothing else
+        assert [note.n for note in other.read().records] == [9999]

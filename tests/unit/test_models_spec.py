@@ -33,6 +33,8 @@ from agentic_loop.testing import ScriptedChatModel
         ("openai:ft:gpt-4o-mini:acme::abc123", "langchain", "openai:ft:gpt-4o-mini:acme::abc123"),
         ("anthropic:claude-3-5-haiku-latest", "langchain", "anthropic:claude-3-5-haiku-latest"),
         ("gpt-4o", "langchain", "gpt-4o"),
+        ("registry:runs/registry", "registry", "runs/registry"),
+        ("REGISTRY: /srv/reg ", "registry", "/srv/reg"),
     ],
 )
 def test_parse_spec_accepts_the_documented_forms(spec, provider, target):
@@ -49,6 +51,8 @@ def test_parse_spec_accepts_the_documented_forms(spec, provider, target):
         ("openai:", "needs a base URL"),
         ("openai:127.0.0.1:8000", "needs a base URL"),
         ("openai:localhost:8000/v1", "needs a base URL"),
+        ("registry:", "names no registry folder"),
+        ("registry:  ", "names no registry folder"),
     ],
 )
 def test_parse_spec_rejects_bad_specs_with_the_fix(spec, fragment):
@@ -57,7 +61,7 @@ def test_parse_spec_rejects_bad_specs_with_the_fix(spec, fragment):
     assert fragment in str(err.value)
     if "empty" in fragment:
         assert '"local"' in str(err.value) and "openai:<base_url>" in str(err.value)
-        assert "init_chat_model" in str(err.value)
+        assert "init_chat_model" in str(err.value) and "registry:<registry dir>" in str(err.value)
 
 
 def test_a_directory_wins_over_a_langchain_spec_and_a_missing_one_is_named(tmp_path):

@@ -74,11 +74,13 @@ def test_exemplars_and_lessons_are_recorded_with_their_ids(tmp_path):
     llm = ScriptedChatModel(default="Fresh bread daily")
     arch = ArchiveRefine(llm, rubric=THREE_WORDS, archive=archive, min_similarity=0.0)
     arch.run(TASK)
+    calls_before = len(text_calls(llm))
     second = arch.run("Write a tagline for a bakery shop.")
     prompt = second.trace[0].prompt
     assert prompt is not None and prompt.exemplar_ids == second.exemplar_ids != []
-    assert "Accepted answer: Fresh bread daily" in prompt.parts["exemplars"]
-    assert prompt.messages() == sent(text_calls(llm)[-1])
+    # shown as a few-shot exchange: the exemplar's task, then its accepted output
+    assert prompt.parts["shot1.assistant"] == "Fresh bread daily"
+    assert prompt.messages() == sent(text_calls(llm)[calls_before])
 
     memory = ReflexionMemory(tmp_path / "lessons", embedder=HashingEmbedder())
     llm = ScriptedChatModel(responses=["two words", "Fresh bread daily"],
@@ -129,7 +131,8 @@ def test_training_rows_are_the_chat_of_a_fresh_draft(tmp_path):
     kept = rows(tmp_path / "kept" / "sft.jsonl")
     by_run = {r["metadata"]["trajectory_id"]: r["messages"][:-1] for r in kept}
     assert by_run[with_memory.trajectory_id] == sent(text_calls(llm)[-1])  # as it was sent
-    assert "Accepted answer: Fresh bread daily" in by_run[with_memory.trajectory_id][1]["content"]
+    assert by_run[with_memory.trajectory_id][2] == {"role": "assistant",
+                                                    "content": "Fresh bread daily"}
 
 
 def test_trajectories_logged_before_prompts_were_recorded_still_export(tmp_path):
@@ -154,16 +157,17 @@ def test_trajectories_logged_before_prompts_were_recorded_still_export(tmp_path)
 
 def test_prompt_texts_pass_the_pii_gate(tmp_path):
     archive = Archive(tmp_path / "archive", embedder=HashingEmbedder())
-    archive.add(TASK, "Mail ana@example.com now", score=10.0)
+    archive.add(TASK, "Mail ana@example.com now", score=10.0,
+                metadata={"constraint_kinds": ["exact_words"]})  # the checks it passed
     arch = ArchiveRefine(ScriptedChatModel(default="Fresh bread daily"), rubric=THREE_WORDS,
                          archive=archive, min_similarity=0.0,
                          trajectories=TrajectoryLog(tmp_path / "runs"))
     sent_prompt = arch.run(TASK).trace[0].prompt
-    assert sent_prompt is not None and "ana@example.com" in sent_prompt.parts["exemplars"]
+    assert sent_prompt is not None and "ana@example.com" in sent_prompt.parts["shot1.assistant"]
     export(tmp_path / "runs", tmp_path / "out", pii="regex", include_exemplars=True)
     [row] = rows(tmp_path / "out" / "sft.jsonl")
     assert "ana@example.com" not in json.dumps(row)
-    assert "Accepted answer: Mail <EMAIL_ADDRESS> now" in row["messages"][1]["content"]
+    assert row["messages"][2] == {"role": "assistant", "content": "Mail <EMAIL_ADDRESS> now"}
 
 
 def test_the_model_card_records_the_prompt_format(tmp_path):

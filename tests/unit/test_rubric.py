@@ -269,6 +269,14 @@ def test_constraint_rubric_round_trips_through_json() -> None:
         "json": {"type": "object"}, "lowercase": True, "uppercase": True, "no_commas": True,
         "bullet_count": [0, 3], "starts_with": "Read", "ends_with": "now.",
         "answer": {"value": 3.5, "tolerance": 0.1}, "python_tests": ["assert True"],
+        "paragraph_count": {"count": [3, 3], "separator": "***"},
+        "paragraph_first_word": {"index": 2, "word": "Then"}, "title": True,
+        "postscript": "P.S.", "quoted": True, "highlight_count": [2, None],
+        "section_count": {"count": [3, 3], "marker": "SECTION"}, "capital_word_count": [0, 3],
+        "word_frequency": {"word": "book", "count": [2, None]},
+        "letter_frequency": {"letter": "q", "count": [1, None]}, "placeholder_count": [2, None],
+        "first_word": "Read", "repeat_request": "Write a tagline.", "two_responses": True,
+        "language": "en",
     }
     assert set(constraints) == set(CONSTRAINT_KEYWORDS)
     rubric = Rubric.for_constraints(

@@ -234,3 +234,39 @@ def test_archive_store_folders_hold_both_kinds(tmp_path: Path) -> None:
         reopened.collection(("reflexion", "x"), "archive")
     lessons = ReflexionMemory(tmp_path, ("reflexion", "x"), EMB)
     assert lessons.get("r").reflection == "Read all rows."
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting its calls and the texts it embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def embed(self, texts: Any) -> Any:
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
+def test_a_store_write_embeds_in_batches_and_gates_duplicates_within_it() -> None:
+    emb = CountingEmbedder()
+    store = InMemoryStore(index=store_index(emb))
+    memory = StoreMemory(store, ("archive", "batch"), Archive.record_type)
+    stored = memory.add_many([{"task": "Tagline for a bakery", "output": "Warm bread daily."}])
+    assert [r.status for r in stored] == ["added"]
+    emb.calls.clear()
+    records = [{"task": f"Tagline for shop {i}", "output": f"Shop {i} sells fine goods {i}."}
+               for i in range(20)]
+    records += [{"task": "Tagline for shop 3 again", "output": "Shop 3 sells fine goods 3!"},
+                {"task": "Bakery tagline", "output": "Warm bread daily!"}]
+    results = memory.add_many(records)
+    assert [r.status for r in results] == ["added"] * 20 + ["duplicate", "duplicate"]
+    assert results[20].duplicate_of.output == "Shop 3 sells fine goods 3."  # same batch
+    assert results[21].duplicate_of.output == "Warm bread daily."  # stored before
+    # The store embeds each search query on its own (InMemoryStore's choice); memory's own
+    # work is ONE call for every output of the write, and the put re-embeds nothing.
+    singles = [n for n in emb.calls if n == 1]
+    assert len(singles) == len(records) and len(emb.calls) == len(records) + 1
+    assert max(emb.calls) == len(records)  # the 22 new outputs (the stored one is cached)
+    assert outputs(store, ("archive", "batch")) == sorted(
+        ["Warm bread daily."] + [f"Shop {i} sells fine goods {i}." for i in range(20)])

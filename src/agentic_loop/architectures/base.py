@@ -50,6 +50,12 @@ from agentic_loop.architectures.nodes import (
 )
 from agentic_loop.architectures.results import RunResult, best_round
 from agentic_loop.architectures.runner import DEFAULT_MAX_TASK_CHARS, Runner
+from agentic_loop.architectures.sampling import (
+    TemperatureSchedule,
+    check_samples,
+    check_schedule,
+    recording_draws,
+)
 from agentic_loop.architectures.schemas import (
     GraphState,
     RunInput,
@@ -139,9 +145,16 @@ class Architecture(Runner):
             Small models tend to copy or talk about a draft they are shown, and
             resampling helped the embedded 135M model more (bench/results/quality.json);
             capable models use feedback well.
-        critique_text: also ask the judge for a free-text critique (off by default:
-            failed checks already say what to fix, and a small model's critique
-            text is mostly noise; bench/results/judges.json).
+        critique_text: also ask the judge for a free-text critique, and show it in the
+            refine prompt (off by default: failed checks already say what to fix, and a
+            small model's critique text is mostly noise; bench/results/judges.json).
+        samples_per_round: best-of-n: each round draws this many answers to its prompt
+            in one batched generation; the checks pick the best, which the LLM judge
+            then scores (see :mod:`.sampling`); the others are kept on the round
+            (``Round.alternatives``). 1 (the default): one answer per round.
+        temperature: the sampling temperature per round: a number, a sequence (round
+            ``i`` takes item ``i``, the last repeats, e.g. ``(0.3, 0.7, 1.0)``) or a
+            callable of the round index; ``None`` (the default) keeps the model's own.
         critic_retries: extra attempts of the critic after an invalid judgement.
         retry: the :class:`~agentic_loop.models.retry.RetryPolicy` of generation,
             refine and reflection calls (default
@@ -169,6 +182,8 @@ class Architecture(Runner):
         refine: RefineMode = "feedback",
         critique_text: bool = False,
         critic_retries: int = 2,
+        samples_per_round: int = 1,
+        temperature: TemperatureSchedule = None,
         retry: RetryPolicy | None = None,
         llm_retries: int | None = None,
         retry_backoff_s: float | None = None,
@@ -203,6 +218,8 @@ class Architecture(Runner):
                              else trajectories)
         self.critique_text = critique_text
         self.critic_retries = critic_retries
+        self.samples_per_round = check_samples(samples_per_round)
+        self.temperature = check_schedule(temperature)
         self.retry = retry_policy(retry, llm_retries, retry_backoff_s)
         self.max_task_chars = max_task_chars
         self.max_output_chars = max_output_chars
@@ -269,13 +286,13 @@ class Architecture(Runner):
             reset = fresh_run() if node in self._entry_nodes else {}
             if reset:
                 state = cast(GraphState, {**state, **plain_values(reset)})
-            with track_usage() as usage, recording_prompts() as sent:
+            with track_usage() as usage, recording_prompts() as sent, recording_draws() as drawn:
                 try:
                     view, config = run_view(self, dict(state), config, runtime)
                     call = fn if view is self or method is None else method.__get__(view)
                     update = call(state, config)
                     if "draft" in update:
-                        update.update(self._bounded_draft(update["draft"], sent))
+                        update.update(self._bounded_draft(update["draft"], sent, drawn))
                 except Exception as exc:  # recorded, never raised: the run finalizes with it
                     update = with_error({}, f"{node}: {type(exc).__name__}: {exc}")
                 if node == "finalize":  # the output fields, even when finalize itself failed

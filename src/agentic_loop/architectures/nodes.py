@@ -43,17 +43,26 @@ from agentic_loop.architectures.prompts import (
     chat_messages,
     clean_output,
     fresh_draft_prompt,
+    refine_feedback,
     refine_prompt,
 )
 from agentic_loop.architectures.results import MAX_ERROR_CHARS, best_round, trajectory_of
+from agentic_loop.architectures.sampling import (
+    Drawn,
+    draw,
+    pick_best,
+    record_draws,
+    shown_outputs,
+    temperature_at,
+)
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.judges import Critic, Critique, Feature, Rubric
 from agentic_loop.judges.constraint_features import constraint_feature
 from agentic_loop.judges.task_constraint_parser import constraints_from_task
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
-from agentic_loop.prompt_format import DraftPrompt, rubric_requirements
-from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
+from agentic_loop.prompt_format import DraftPrompt, ExemplarStyle, rubric_requirements
+from agentic_loop.trajectories import Candidate, Round, Trajectory, TrajectoryLog
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "REFINE_MODES", "TASK_CHECK_WEIGHT", "LoopNodes",
            "RefineMode", "judged_round", "node_metadata", "recording_prompts", "task_rubric"]
@@ -111,13 +120,19 @@ def warn_unchecked_constraints(task: str, rubric: Rubric) -> None:
 
 
 def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
-                 prompt: DraftPrompt | None = None, cut_from: int | None = None) -> Round:
-    """The round a critique makes of a draft (written from ``prompt``, cut from ``cut_from``)."""
+                 prompt: DraftPrompt | None = None, cut_from: int | None = None,
+                 model: str | None = None, alternatives: Sequence[Candidate] = (),
+                 critique_text: bool = False) -> Round:
+    """The round a critique makes of a draft (written from ``prompt`` by ``model``, cut from
+    ``cut_from``); its feedback is :func:`~.prompts.refine_feedback` of the critique (the
+    critic's advice only with ``critique_text``)."""
     return Round(iteration=iteration, draft=draft, score=critique.score, passed=critique.passed,
                  features=dict(critique.values), critique=critique.critique,
-                 overall_score=critique.overall_score, feedback=critique.feedback,
+                 overall_score=critique.overall_score,
+                 feedback=refine_feedback(critique.evaluation,
+                                          critique.critique if critique_text else None),
                  latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
-                 prompt=prompt, cut_from=cut_from)
+                 prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives))
 
 
 _sent: ContextVar[list[DraftPrompt] | None] = ContextVar("agentic_loop_sent", default=None)
@@ -179,6 +194,10 @@ class LoopNodes:
     critic_retries: int
     retry: RetryPolicy
     max_output_chars: int | None
+    samples_per_round: int
+    temperature: Any
+    #: how a fresh draft shows retrieved exemplars (ArchiveRefine: few-shot ``"turns"``)
+    exemplars_as: ExemplarStyle = "text"
 
     # -- configuration shared by nodes --------------------------------------
     def rubric_for(self, task: str, config: RunnableConfig | None = None) -> Rubric:
@@ -212,7 +231,11 @@ class LoopNodes:
 
         ``prompt`` is a :class:`DraftPrompt` (sent as its messages) or messages
         built by hand (recorded as a ``"custom"`` prompt); either way the node
-        wrapper keeps it with the draft (see :func:`recording_prompts`).
+        wrapper keeps it with the draft (see :func:`recording_prompts`). The
+        call samples at round ``iteration``'s temperature and draws
+        ``samples_per_round`` answers together; the first is returned and the
+        node wrapper hands all of them to the judge, which keeps the best
+        (see :mod:`.sampling`).
         """
         if isinstance(prompt, DraftPrompt):
             record, messages = prompt, chat_messages(prompt)
@@ -222,16 +245,34 @@ class LoopNodes:
         if sent is not None:
             sent.append(record)
         cfg: RunnableConfig = {"metadata": {"iteration": iteration}}
-        answer = self.retry.invoke(self.llm, messages, cfg, what="generation")
-        return clean_output(message_text(answer))
+        answers = draw(self.llm, messages, n=self.samples_per_round,
+                       temperature=temperature_at(self.temperature, iteration),
+                       retry=self.retry, config=cfg)
+        samples = [Drawn(clean_output(message_text(a)),
+                         (a.response_metadata or {}).get("model_name") or self.model_id)
+                   for a in answers]
+        record_draws(samples)
+        return samples[0].text
 
-    def _bounded_draft(self, draft: Any, sent: Sequence[DraftPrompt]) -> dict[str, Any]:
+    def _bounded_draft(self, draft: Any, sent: Sequence[DraftPrompt],
+                       drawn: Sequence[Sequence[Drawn]] = ()) -> dict[str, Any]:
         """A node's new draft as the state keeps it: clean, cut to ``max_output_chars``, with
-        the prompt it came from and the length it was cut from (see :func:`bound_output`)."""
-        text, cut_from = bound_output(draft if isinstance(draft, str) else str(draft),
-                                      self.max_output_chars)
+        the prompt it came from, the length it was cut from (see :func:`bound_output`) and the
+        model that wrote it; and, when the draft is the first of several samples the node's
+        last call drew, all of them (``draft_samples``), for the judge to pick from. A draft
+        the node rewrote after the call keeps no samples and is credited to this model."""
+        raw = draft if isinstance(draft, str) else str(draft)
+        text, cut_from = bound_output(raw, self.max_output_chars)
+        last = list(drawn[-1]) if drawn and drawn[-1] and drawn[-1][0].text == raw else []
+        samples = []
+        if len(last) > 1:
+            for sample in last:
+                body, cut = bound_output(sample.text, self.max_output_chars)
+                samples.append({"draft": body, "cut_from": cut, "model": sample.model})
         return {"draft": text, "draft_cut_from": cut_from,
-                "draft_prompt": sent[-1] if sent else None}
+                "draft_prompt": sent[-1] if sent else None,
+                "draft_model": last[0].model if last else self.model_id,
+                "draft_samples": samples}
 
     @staticmethod
     def _start(state: LoopState) -> dict[str, Any]:
@@ -254,7 +295,8 @@ class LoopNodes:
         task = state["task"]
         return fresh_draft_prompt(task, self.requirements(task, config),
                                   state.get("exemplars") or (), state.get("reflections") or (),
-                                  vary_structure=bool(state.get("exemplars")))
+                                  vary_structure=bool(state.get("exemplars")),
+                                  exemplars_as=self.exemplars_as)
 
     def _generate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         update = self._start(state)
@@ -263,14 +305,31 @@ class LoopNodes:
         return update
 
     def _judge(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Critique the current draft into one more round."""
+        """Critique the current draft into one more round; of a best-of-n round's samples,
+        the best (see :func:`~.sampling.pick_best`), the others kept as its alternatives.
+
+        A draft that nearly copies an exemplar it was shown is voided (the
+        ``exemplar_copy`` guard).
+        """
         task, draft = state["task"], state["draft"]
         started = time.perf_counter()
-        critique = self.critic_for(self.rubric_for(task, config)).critique(task, draft)
-        return {"rounds": [judged_round(state.get("iteration", 0), draft, critique,
+        critic = self.critic_for(self.rubric_for(task, config))
+        shown = shown_outputs(task, state.get("exemplars"))
+        samples = state.get("draft_samples") or []
+        others: list[Candidate] = []
+        if len(samples) > 1:
+            best, critique, others = pick_best(task, samples, critic, shown)
+            chosen = dict(samples[best])
+        else:
+            critique = critic.critique(task, draft, exemplars=shown)
+            chosen = {"draft": draft, "cut_from": state.get("draft_cut_from"),
+                      "model": state.get("draft_model") or self.model_id}
+        return {"rounds": [judged_round(state.get("iteration", 0), chosen["draft"], critique,
                                         time.perf_counter() - started,
                                         prompt=state.get("draft_prompt"),
-                                        cut_from=state.get("draft_cut_from"))]}
+                                        cut_from=chosen.get("cut_from"),
+                                        model=chosen.get("model"), alternatives=others,
+                                        critique_text=self.critique_text)]}
 
     def _critique(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         return {} if state.get("errors") else self._judge(state, config)

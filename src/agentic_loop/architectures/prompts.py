@@ -6,12 +6,24 @@ the trajectory says was asked is what was asked. The fresh-draft template
 itself lives in :mod:`agentic_loop.prompt_format`, where the exporter rebuilds
 it without importing the graphs.
 
+The refine prompt's "What to fix" (:func:`refine_feedback`) lists only the
+checks that failed, each with what the draft did ("- Use exactly 3 words.
+(yours: 5 words)"): no passed checks, no judged qualities while a check
+fails, and no free-text critique unless the architecture asks for one. A
+small model answers the text it is shown, so every line must be an
+instruction it can act on.
+
 Example:
     >>> print(generate_messages("Name a color.", "- Use exactly 1 words.")[1].content)
     Name a color.
     <BLANKLINE>
     Requirements:
     - Use exactly 1 words.
+    >>> from agentic_loop.judges import Rubric
+    >>> rubric = Rubric.for_constraints(exact_words=3, no_commas=True, lowercase=True)
+    >>> print(refine_feedback(rubric.evaluate("t", "one two, three four")))
+    - Use exactly 3 words. (yours: 4 words)
+    - Do not use any commas. (yours: has commas)
 """
 
 from __future__ import annotations
@@ -22,11 +34,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from agentic_loop.judges import Evaluation
 from agentic_loop.prompt_format import SYSTEM, DraftPrompt, fresh_draft_prompt
 from agentic_loop.trajectories import clean_text
 
 __all__ = ["SYSTEM", "bound_output", "chat_messages", "clean_output", "fresh_draft_prompt",
-           "generate_messages", "reflect_messages", "refine_messages", "refine_prompt"]
+           "generate_messages", "reflect_messages", "refine_feedback", "refine_messages",
+           "refine_prompt"]
 
 _ROLES: dict[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage,
                                         "assistant": AIMessage}
@@ -43,6 +57,36 @@ def generate_messages(task: str, requirements: str = "", exemplars: Sequence[dic
     """First draft: the task, its requirements, similar accepted examples, past lessons."""
     return chat_messages(fresh_draft_prompt(task, requirements, exemplars, reflections,
                                             vary_structure=vary_structure))
+
+
+#: What a voided draft is told, by the guard that voided it.
+_VOIDED = {"empty": "Write an answer; yours was empty.",
+           "task_copy": "Answer the task; do not repeat it.",
+           "exemplar_copy": "Write a new answer; do not copy the example."}
+
+
+def refine_feedback(evaluation: Evaluation, critique: str | None = None) -> str:
+    """What to fix, literally: the failed checks with what the draft did, nothing else.
+
+    A voided draft (empty, the task handed back, an exemplar copied) is told
+    so, then the checks it must meet. When every check holds, the judged
+    qualities that fell short are listed instead. ``critique``: the critic's
+    advice, appended (the architectures pass it only with ``critique_text``).
+    """
+    failed = [f for f in evaluation.features if f.source == "check" and f.credit < 1.0]
+    if evaluation.void:
+        flag = evaluation.void.split(":", 1)[0]
+        lines = [f"- {_VOIDED.get(flag, 'Answer the task itself.')}",
+                 *(f"- {f.description}" for f in failed)]
+    elif failed:
+        lines = [f"- {f.description}" + (f" (yours: {f.detail})" if f.detail else "")
+                 for f in failed]
+    else:
+        lines = [f"- {f.description}" for f in evaluation.features
+                 if f.source == "llm" and f.credit < 1.0]
+    if critique and critique.strip():
+        lines.append(f"- {critique.strip()}")
+    return "\n".join(lines)
 
 
 def refine_prompt(task: str, draft: str, feedback: str, requirements: str = "") -> DraftPrompt:

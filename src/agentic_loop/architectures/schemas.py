@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
 from agentic_loop.architectures.results import RunResult
+from agentic_loop.architectures.sampling import MAX_SAMPLES_PER_ROUND
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
@@ -130,6 +131,22 @@ class RunSettings(BaseModel):
     max_iterations: int | None = Field(
         default=None, ge=1, le=MAX_RUN_ITERATIONS,
         description="At most this many drafts are written and judged.")
+    samples_per_round: int | None = Field(
+        default=None, ge=1, le=MAX_SAMPLES_PER_ROUND,
+        description="Best-of-n: answers drawn together per round; the checks keep the best.")
+    temperature: float | list[float] | None = Field(
+        default=None,
+        description="Sampling temperature (>= 0), or one per round (the last repeats).")
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperatures(cls, value: float | list[float] | None) -> float | list[float] | None:
+        """Refuse a negative temperature or an empty schedule when the run starts."""
+        values = [value] if isinstance(value, (int, float)) else value
+        if values is not None and (not values or any(v < 0 for v in values)):
+            raise ConfigError(f"temperature={value!r}: pass a number >= 0 or a non-empty list "
+                              "of them (one per round)")
+        return value
 
     @field_validator("constraints")
     @classmethod
@@ -172,13 +189,14 @@ def run_view(architecture: ArchT, state: dict[str, Any], config: RunnableConfig,
         configurable["rubric"] = settings.rubric()
     config = {**config, "configurable": configurable}
     view = architecture
-    if settings is not None and (settings.target_score is not None
-                                 or settings.max_iterations is not None):
+    own = {"target_score": settings.target_score, "max_iterations": settings.max_iterations,
+           "samples_per_round": settings.samples_per_round,
+           "temperature": settings.temperature} if settings is not None else {}
+    given = {name: value for name, value in own.items() if value is not None}
+    if given:
         view = copy.copy(architecture)
-        if settings.target_score is not None:
-            view.target_score = float(settings.target_score)  # type: ignore[attr-defined]
-        if settings.max_iterations is not None:
-            view.max_iterations = int(settings.max_iterations)  # type: ignore[attr-defined]
+        for name, value in given.items():
+            setattr(view, name, value)
     return view, config
 
 

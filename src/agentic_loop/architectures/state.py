@@ -24,7 +24,7 @@ Example:
     >>> add_usage({"llm_calls": 1, "input_tokens": 5}, {"llm_calls": 2})
     {'llm_calls': 3, 'input_tokens': 5}
     >>> sorted(name for _, name in STATE_MODELS)
-    ['DraftPrompt', 'Round', 'TokenUsage', 'Trajectory']
+    ['Candidate', 'DraftPrompt', 'Round', 'TokenUsage', 'Trajectory']
     >>> start = fresh_run()
     >>> start["rounds"].value, start["final"], len(start["run_id"])
     ([], None, 32)
@@ -42,14 +42,15 @@ from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from agentic_loop.prompt_format import DraftPrompt
-from agentic_loop.trajectories import Round, TokenUsage, Trajectory
+from agentic_loop.trajectories import Candidate, Round, TokenUsage, Trajectory
 
 __all__ = ["STATE_MODELS", "LoopState", "add_usage", "allow_state_types", "fresh_run",
            "merge_updates", "plain_values", "with_error"]
 
 #: The pydantic models a checkpoint of the state holds, as (module, name).
 STATE_MODELS: frozenset[tuple[str, str]] = frozenset(
-    (model.__module__, model.__name__) for model in (Round, Trajectory, TokenUsage, DraftPrompt))
+    (model.__module__, model.__name__)
+    for model in (Round, Trajectory, TokenUsage, DraftPrompt, Candidate))
 
 
 def allow_state_types(checkpointer: Any) -> Any:
@@ -64,11 +65,13 @@ def allow_state_types(checkpointer: Any) -> Any:
     return checkpointer
 
 
-def add_usage(left: dict[str, int] | None, right: dict[str, int] | None) -> dict[str, int]:
-    """Sum two usage dicts key by key."""
+def add_usage(left: dict[str, float] | None,
+              right: dict[str, float] | None) -> dict[str, float]:
+    """Sum two usage dicts key by key (counts stay integers, seconds are rounded sums)."""
     out = dict(left or {})
     for key, value in (right or {}).items():
-        out[key] = out.get(key, 0) + int(value)
+        total = out.get(key, 0) + value
+        out[key] = round(total, 4) if isinstance(total, float) else int(total)
     return out
 
 
@@ -83,6 +86,7 @@ def fresh_run() -> dict[str, Any]:
     return {
         "run_id": uuid.uuid4().hex, "started_at": time.time(), "exemplars": [],
         "reflections": [], "draft": "", "draft_prompt": None, "draft_cut_from": None,
+        "draft_model": None, "draft_samples": [],
         "iteration": 0, "rounds": Overwrite([]), "usage": Overwrite({}),
         "errors": Overwrite([]), "stop_reason": None, "final": None, "archived": False,
         "trajectory_id": None, "trajectory": None,
@@ -136,9 +140,12 @@ class LoopState(TypedDict, total=False):
     #: the prompt ``draft`` was written from, and its length when it was cut (else None)
     draft_prompt: DraftPrompt | None
     draft_cut_from: int | None
+    #: the model that wrote ``draft``; all samples of a best-of-n call (empty for one)
+    draft_model: str | None
+    draft_samples: list[dict[str, Any]]
     iteration: int
     rounds: Annotated[list[Round], operator.add]
-    usage: Annotated[dict[str, int], add_usage]
+    usage: Annotated[dict[str, float], add_usage]
     errors: Annotated[list[str], operator.add]
     stop_reason: str | None
     final: Round | None

@@ -22,7 +22,12 @@ from agentic_loop.cli import app
 def demo(
     out: Annotated[Path, typer.Option(help="Where everything is written.")] = Path("runs/demo"),
     tasks: Annotated[int, typer.Option(min=6, max=200, help="Size of the task family.")] = 30,
-    train_steps: Annotated[int, typer.Option(min=1, max=1000)] = 30,
+    train_steps: Annotated[int, typer.Option(
+        min=1, max=1000, help="LoRA steps per improve round.")] = 8,
+    rounds: Annotated[int, typer.Option(min=1, max=10, help="Improve rounds.")] = 2,
+    samples: Annotated[int, typer.Option(
+        min=1, max=16, help="Samples per train task per round (failures get a hinted retry).")
+    ] = 1,
     max_iterations: Annotated[int, typer.Option(min=1, max=5)] = 2,
     concurrency: Annotated[int, typer.Option(min=1, max=32)] = 8,
     pii: Annotated[str, typer.Option(help="PII gate: spacy | regex | off")] = "regex",
@@ -31,8 +36,9 @@ def demo(
     """Run both loops end to end on the embedded model and print a before/after table.
 
     Single-shot, Reflection and ArchiveRefine (cold, then warm) run over a bundled family of
-    constrained tasks; the train tasks' trajectories are exported, distilled once, and the
-    result is gated against the base model on held-out tasks. Plots and report.json go to --out.
+    constrained tasks; then --rounds improve rounds sample the train tasks, train on what
+    passed, and gate each candidate against the current model on the held-out tasks (PROMOTE
+    promotes it). A per-round table, plots, improve/improve.png and report.json go to --out.
 
     Example: agentic-loop demo --out runs/demo --tasks 30
     """
@@ -44,6 +50,7 @@ def demo(
     if pii not in get_args(PiiMode):
         raise ConfigError(f"--pii must be spacy, regex or off, got {pii!r}")
     gate = cast(PiiMode, pii)
-    run_demo(out, DemoOptions(n_tasks=tasks, train_steps=train_steps,
+    run_demo(out, DemoOptions(n_tasks=tasks, train_steps=train_steps, rounds=rounds,
+                              samples=samples,
                               max_iterations=max_iterations, concurrency=concurrency, pii=gate,
                               model=model), console=console)

@@ -188,6 +188,7 @@ def promote_command(
     entry = reg.promote(version, reason=reason)
     was = before.version if before else "none"
     console.print(f"current: {entry.version} (was {was})", highlight=False)
+    _sync_served(reg)
 
 
 @app.command("rollback")
@@ -207,6 +208,14 @@ def rollback_command(
     entry = reg.rollback(reason=reason)
     was = before.version if before else "-"
     console.print(f"current: {entry.version} (rolled back from {was})", highlight=False)
+    _sync_served(reg)
+
+
+def _sync_served(reg: Registry) -> None:
+    """Put the new current version live on the registry's server, and say what happened."""
+    from agentic_loop.distill.release import sync_served
+
+    console.print(f"serving: {escape(sync_served(reg))}", highlight=False, soft_wrap=True)
 
 
 @app.command("registry")

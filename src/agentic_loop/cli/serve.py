@@ -1,9 +1,15 @@
-"""``agentic-loop serve``: a registered version (or any model folder) behind vLLM until Ctrl-C.
+"""``agentic-loop serve``: the registry (or any model folder) behind vLLM until Ctrl-C.
 
 Starts vLLM's OpenAI-compatible server (see
 :mod:`agentic_loop.distill.release.serve`), prints the ``load_chat_model``
-spec that talks to it, and waits. A vLLM that is not installed, does not
-start, or dies is a one-line error with exit code 2.
+spec that talks to it, and waits. A registry is served under one stable
+name (``--name``, default the registry folder's name) that promote and
+rollback never change: the server follows the registry's ``current``
+version (adapters are swapped in live, merged models restart vLLM behind
+the same port; :mod:`agentic_loop.distill.release.serve_watch`), and
+records itself in ``<registry>/serving.json`` so ``promote``, ``rollback``
+and ``load_chat_model("registry:<dir>")`` find it. A vLLM that is not
+installed, does not start, or dies is a one-line error with exit code 2.
 
 Example:
     >>> from typer.testing import CliRunner
@@ -15,8 +21,9 @@ Example:
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -31,12 +38,14 @@ __all__ = ["serve_command"]
 @app.command("serve")
 def serve_command(
     version: Annotated[str, typer.Argument(
-        help="Registry version to serve (default: current).")] = "current",
+        help="Registry version to serve; the default, current, follows promote and "
+             "rollback.")] = "current",
     registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
     model: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer needs Optional here
         "--model", help="Serve this model folder or spec instead of a registry version.")] = None,
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--name", help="Model name clients send (default: <name>-<version>).")] = None,
+        "--name", help="Model name clients send; it never changes (default: the registry "
+                       "folder's name, or the model folder's).")] = None,
     port: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--port", help="Port (default: a free one).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
@@ -44,31 +53,50 @@ def serve_command(
         "--max-model-len", help="Longest prompt + answer, in tokens.")] = 2048,
     timeout: Annotated[float, typer.Option(
         "--timeout", help="Seconds to wait for the server to be ready.")] = 300.0,
+    poll: Annotated[float, typer.Option(
+        "--poll", help="Seconds between checks of the registry's current version.")] = 2.0,
     vllm_python: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--vllm-python",
         help="The Python that has vLLM (default: .venv-vllm, found by itself).")] = None,
 ) -> None:
-    """Serve a registered model through vLLM's OpenAI-compatible server until Ctrl-C.
+    """Serve the registry's current version through vLLM under one stable name until Ctrl-C.
 
     Example:
 
-        agentic-loop serve v3 --port 8000
+        agentic-loop serve --name agent --port 8000
     """
     from agentic_loop.distill.release import ServeError, serve, serve_registered
 
-    with err_console.status("starting vLLM (about a minute on CPU)..."):
-        if model is not None:
-            server = serve(model, name=name, port=port, host=host, max_model_len=max_model_len,
-                           timeout=timeout, python=vllm_python)
-        else:
-            kw = {"name": name} if name else {}
-            server = serve_registered(open_registry(registry), version, port=port, host=host,
-                                      max_model_len=max_model_len, timeout=timeout,
-                                      python=vllm_python, **kw)
-    console.print(f"serving {escape(server.model)} at {escape(server.base_url)}", highlight=False)
-    console.print(f'use it: load_chat_model("{escape(server.spec)}", '
-                  f'model="{escape(server.model)}")', highlight=False, soft_wrap=True)
-    console.print("Ctrl-C stops it.", highlight=False)
-    code = server.wait()
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)  # clean up on `kill` too
+    try:
+        with err_console.status("starting vLLM (about a minute on CPU)..."):
+            if model is not None:
+                server: Any = serve(model, name=name, port=port, host=host,
+                                    max_model_len=max_model_len, timeout=timeout,
+                                    python=vllm_python)
+            else:
+                server = serve_registered(open_registry(registry), version, name=name,
+                                          port=port, host=host, max_model_len=max_model_len,
+                                          timeout=timeout, poll_s=poll, python=vllm_python)
+        what, also = "", ""
+        if model is None:
+            follows = "follows promote and rollback" if server.follow else "fixed"
+            what = f" ({server.version}, {follows})"
+            also = f' or load_chat_model("registry:{escape(str(registry))}")'
+        console.print(f"serving {escape(server.model)}{what} at {escape(server.base_url)}",
+                      highlight=False)
+        console.print(f'use it: load_chat_model("{escape(server.spec)}", '
+                      f'model="{escape(server.model)}"){also}', highlight=False, soft_wrap=True)
+        console.print("Ctrl-C stops it.", highlight=False)
+        try:
+            code = server.wait()
+        finally:
+            server.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if code not in (0, -15, None):
         raise ServeError(f"vLLM exited with code {code}; see its log {server.log_path}")
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # wait() stops the server and removes serving.json

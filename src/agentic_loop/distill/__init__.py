@@ -63,6 +63,7 @@ from agentic_loop.distill.release import (
     distill_loop,
     evaluate_models,
     gate,
+    improve,
     serve,
     serve_registered,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "distill_loop",
     "evaluate_models",
     "gate",
+    "improve",
     "load_prompt_set",
     "serve",
     "serve_registered",

@@ -172,9 +172,17 @@ class JsonlLog(Generic[M]):
         self.append_many([record], consume=consume)
 
     def append_many(self, records: Iterable[M | dict[str, Any]], *, consume: bool = False) -> int:
-        """Append records as one all-or-nothing, fsync'd write; return how many.
+        """Append records as one write and one fsync; return how many.
 
-        Records are validated and size-checked before anything is written.
+        Records are validated and size-checked before anything is written, so
+        a bad record writes nothing. A batch costs one ``write`` and one
+        ``fsync`` however many records it holds (batch many records into one
+        call rather than appending them one by one). Durability is per batch:
+        once this returns, every record of it survives a crash. A crash during
+        the call loses at most this batch: none of it, or (the OS having
+        written part of the bytes) a prefix of whole lines and a torn last
+        line, which readers skip and the next append cuts off (kept in
+        ``<log>.corrupt``). Records of earlier batches are never touched.
         With ``consume=True`` the caller declares it has already applied
         these records to its own view, so :meth:`read` will not return them;
         this requires the reader to be current (call :meth:`read` under

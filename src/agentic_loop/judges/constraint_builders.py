@@ -31,7 +31,8 @@ from agentic_loop.judges import text_measures
 from agentic_loop.judges.features import CheckResult, FeatureKind
 from agentic_loop.judges.sandbox import run_python_tests
 
-__all__ = ["BUILDERS", "DEFAULT_ANSWER_TOLERANCE", "Built"]
+__all__ = ["BUILDERS", "DEFAULT_ANSWER_TOLERANCE", "EMPTY_OUTPUT", "Built", "bad_value", "between",
+           "check_range", "counter", "require_flag"]
 
 #: Absolute tolerance of a numeric ``answer`` unless the constraint gives one.
 DEFAULT_ANSWER_TOLERANCE = 1e-6
@@ -338,6 +339,13 @@ def _python_tests(value: Any) -> Built:
     return Built(normalised, description, check, "count", (n, n))
 
 
+# Shared with the builders of the other keywords (constraint_builders_ifeval).
+EMPTY_OUTPUT = _EMPTY
+bad_value = _bad
+between = _between
+check_range = _range
+counter = _counter
+require_flag = _flag
 
 #: Keyword -> builder, in the order the keywords are documented.
 BUILDERS: dict[str, Callable[[Any], Built]] = {

@@ -15,8 +15,18 @@ Keywords (:data:`CONSTRAINT_KEYWORDS`): ``word_count=(min, max)``,
 ``uppercase=True``, ``no_commas=True``, ``bullet_count=(min, max)``,
 ``starts_with=text``, ``ends_with=text``, ``answer=number | text |
 {"value": v, "tolerance": t}`` and ``python_tests=[...] | {"tests": [...],
-"timeout_s": s, "memory_mb": m}``. Any ``max`` may be ``None`` (no upper
-bound).
+"timeout_s": s, "memory_mb": m}``. Layout, frequency and language keywords
+(built in :mod:`agentic_loop.judges.constraint_builders_ifeval`):
+``paragraph_count=(min, max) | {"count": (min, max), "separator": "***"}``,
+``paragraph_first_word={"index": i, "word": w}``, ``title=True`` (a
+``<<title>>``), ``postscript="P.S."``, ``quoted=True``,
+``highlight_count=(min, max)`` (``*highlights*``), ``section_count=(min, max) |
+{"count": (min, max), "marker": "SECTION"}``, ``capital_word_count=(min,
+max)``, ``word_frequency={"word": w, "count": (min, max)}``,
+``letter_frequency={"letter": c, "count": (min, max)}``,
+``placeholder_count=(min, max)`` (``[placeholders]``), ``first_word=w``,
+``repeat_request=text``, ``two_responses=True`` and ``language="de"`` (a code
+or name). Any ``max`` may be ``None`` (no upper bound).
 
 Rules shared by all: a blank output fails every yes/no constraint (an empty
 reply complies with nothing), and ``answer`` never reveals the expected
@@ -35,11 +45,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges.constraint_builders import BUILDERS, DEFAULT_ANSWER_TOLERANCE
+from agentic_loop.judges.constraint_builders import BUILDERS, DEFAULT_ANSWER_TOLERANCE, Built
+from agentic_loop.judges.constraint_builders_ifeval import IFEVAL_BUILDERS
 from agentic_loop.judges.features import Feature
 
 __all__ = [
@@ -50,8 +61,9 @@ __all__ = [
     "constraints_to_text",
 ]
 
+_BUILDERS: dict[str, Callable[[Any], Built]] = {**BUILDERS, **IFEVAL_BUILDERS}
 #: Every keyword :func:`constraint_feature` and ``Rubric.for_constraints`` accept.
-CONSTRAINT_KEYWORDS: tuple[str, ...] = tuple(BUILDERS)
+CONSTRAINT_KEYWORDS: tuple[str, ...] = tuple(_BUILDERS)
 
 
 def constraint_feature(
@@ -72,7 +84,7 @@ def constraint_feature(
     ...
     agentic_loop.errors.ConfigError: unknown constraint 'word_limit'; valid keywords: ...
     """
-    builder = BUILDERS.get(keyword)
+    builder = _BUILDERS.get(keyword)
     if builder is None:
         raise ConfigError(
             f"unknown constraint {keyword!r}; valid keywords: {', '.join(CONSTRAINT_KEYWORDS)}")

@@ -18,7 +18,7 @@ from the failed checks (Reflexion's evaluate step works this way).
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
     >>> from agentic_loop.judges.features import Feature
-    >>> from agentic_loop.judges.rubric import Rubric
+    >>> from agentic_loop.judges.rubric import CheckResults, Rubric
     >>> rubric = Rubric.for_constraints(exact_words=3,
     ...                                 features=[Feature("vivid", "Uses concrete imagery.")])
     >>> fake = ScriptedChatModel(structured={"RubricJudgement": [
@@ -53,7 +53,7 @@ from agentic_loop.judges.judge_calls import (
     invoke_structured,
     judge_retry,
 )
-from agentic_loop.judges.rubric import Rubric
+from agentic_loop.judges.rubric import CheckResults, Rubric
 from agentic_loop.models.retry import RetryPolicy
 
 __all__ = ["CRITIQUE_MAX_CHARS", "Critic", "CriticError", "Critique"]
@@ -230,12 +230,37 @@ class Critic:
     def _what(self) -> str:
         return f"Critic[{self.rubric.name}]"
 
-    def critique(self, task: str, output: str, *, checks_first: bool | None = None) -> Critique:
+    def run_checks(self, task: str, output: str,
+                   exemplars: Sequence[str] = ()) -> dict[str, CheckResult]:
+        """The rubric's checks and guards; ``exemplars`` are outputs the model was shown, so
+        a near-copy of one is caught (the ``exemplar_copy`` guard, which voids the checks)."""
+        results = self.rubric.run_checks(task, output)
+        if not exemplars:
+            return results
+        return CheckResults(results, self.rubric.inspect(task, output, exemplars=exemplars))
+
+    def by_checks(self, task: str, output: str, exemplars: Sequence[str] = ()) -> Critique:
+        """The verdict of the checks alone, no model call: judged features count as unmet.
+
+        Ranks samples cheaply (best-of-n); the winner is then judged in full.
+
+        >>> from agentic_loop.testing import ScriptedChatModel
+        >>> critic = Critic(ScriptedChatModel(), Rubric.for_constraints(exact_words=2))
+        >>> critic.by_checks("Two words.", "Hi there").score
+        10.0
+        """
+        checks = self.run_checks(task, output, exemplars)
+        not_judged = {f.name: f.unmet_value() for f in self.rubric.llm_features}
+        return Critique(evaluation=self.rubric.compose(checks, not_judged))
+
+    def critique(self, task: str, output: str, *, checks_first: bool | None = None,
+                 exemplars: Sequence[str] = ()) -> Critique:
         """Judge ``output`` for ``task``; raises :class:`CriticError` after the retries.
 
-        ``checks_first`` overrides the critic's own setting for this call.
+        ``checks_first`` overrides the critic's own setting for this call;
+        ``exemplars`` are outputs the model was shown (see :meth:`run_checks`).
         """
-        check_results = self.rubric.run_checks(task, output)
+        check_results = self.run_checks(task, output, exemplars)
         decided = self.decided_by_checks(check_results, checks_first)
         if decided is not None:
             return decided
@@ -245,10 +270,10 @@ class Critic:
             retry=self.retry, what=self._what, error_cls=CriticError)
         return self._finish(check_results, answer, attempts)
 
-    async def acritique(self, task: str, output: str, *,
-                        checks_first: bool | None = None) -> Critique:
+    async def acritique(self, task: str, output: str, *, checks_first: bool | None = None,
+                        exemplars: Sequence[str] = ()) -> Critique:
         """Async :meth:`critique`; checks (which may run a sandbox) run in a worker thread."""
-        check_results = await asyncio.to_thread(self.rubric.run_checks, task, output)
+        check_results = await asyncio.to_thread(self.run_checks, task, output, exemplars)
         decided = self.decided_by_checks(check_results, checks_first)
         if decided is not None:
             return decided
@@ -260,21 +285,24 @@ class Critic:
 
     @overload
     def batch(self, items: Sequence[tuple[str, str]], *,
-              return_exceptions: Literal[False] = False) -> list[Critique]: ...
+              return_exceptions: Literal[False] = False,
+              exemplars: Sequence[str] = ()) -> list[Critique]: ...
 
     @overload
     def batch(self, items: Sequence[tuple[str, str]], *,
-              return_exceptions: Literal[True]) -> list[Critique | CriticError]: ...
+              return_exceptions: Literal[True],
+              exemplars: Sequence[str] = ()) -> list[Critique | CriticError]: ...
 
-    def batch(self, items: Sequence[tuple[str, str]], *,
-              return_exceptions: bool = False) -> list[Critique] | list[Critique | CriticError]:
+    def batch(self, items: Sequence[tuple[str, str]], *, return_exceptions: bool = False,
+              exemplars: Sequence[str] = ()) -> list[Critique] | list[Critique | CriticError]:
         """Judge many ``(task, output)`` pairs, sending the model one batch per retry round.
 
         With ``return_exceptions=False`` the first item that stays invalid
         raises its :class:`CriticError`; with True it takes that item's place
-        in the returned list and the other critiques are kept.
+        in the returned list and the other critiques are kept. ``exemplars``:
+        outputs every item's writer was shown (see :meth:`run_checks`).
         """
-        all_checks = [self.rubric.run_checks(task, output) for task, output in items]
+        all_checks = [self.run_checks(task, output, exemplars) for task, output in items]
         out: list[Critique | CriticError | None] = [
             self.decided_by_checks(checks) for checks in all_checks]
         ask = [i for i, decided in enumerate(out) if decided is None]

@@ -19,15 +19,22 @@ What each flag means:
   long passage after a colon are not instructions (rewriting or repeating
   given text is a legitimate task), and an answer after a repeated request
   adds new words, so neither is flagged;
-- ``exemplar_copy``: 80%+ of the output's word trigrams come from one
-  exemplar it was shown;
+- ``exemplar_copy``: a near-copy of an exemplar it was shown: 80%+ of its
+  word trigrams come from one, or its words match one's at a similarity of
+  0.8+ (difflib's ratio over the word sequences, which catches short
+  answers too). A small model shown accepted answers to similar tasks
+  copies them (the warm archive measured worse than an empty one,
+  bench/results/quality.json), and a copy trained on teaches copying. The
+  caller leaves out exemplars of the very same task, whose answer may be
+  repeated rightly;
 - ``check_wording``: the output recites a check's own description (a run
   of 6+ words of it, or the whole of a shorter one);
 - ``empty``: nothing but whitespace.
 
-``empty`` and ``task_copy`` *void* the checks (see :attr:`GuardReport.voids`):
-a rubric gives such an output no credit for any check and never passes it,
-whatever the checks alone would say ("avoid the word we" holds for ""). The
+``empty``, ``task_copy`` and ``exemplar_copy`` *void* the checks (see
+:attr:`GuardReport.voids`): a rubric gives such an output no credit for any
+check and never passes it, whatever the checks alone would say ("avoid the
+word we" holds for ""). The
 other flags are recorded in the evaluation and counted in trajectories and
 export manifests, so a trend shows before it is trained on.
 
@@ -39,6 +46,8 @@ Example:
     ['task_copy']
     >>> inspect_output("t", "buy " * 30).flags
     ['repetition', 'length_gaming']
+    >>> inspect_output("Tagline for a bakery.", "Fresh loaves!", exemplars=["Fresh loaves"]).voids
+    'exemplar_copy: a near-copy of exemplar 0 (word similarity 100%)'
 """
 
 from __future__ import annotations
@@ -46,15 +55,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from difflib import SequenceMatcher
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["GUARD_NAMES", "VOIDING", "GuardReport", "inspect_output", "instructions_of", "overlap"]
+__all__ = ["COPY_THRESHOLD", "GUARD_NAMES", "VOIDING", "GuardReport", "inspect_output",
+           "instructions_of", "overlap", "word_similarity"]
 
 GUARD_NAMES = (
     "empty", "repetition", "length_gaming", "task_copy", "exemplar_copy", "check_wording")
 #: Flags that void every check: the output did not attempt the task.
-VOIDING = ("empty", "task_copy")
+VOIDING = ("empty", "task_copy", "exemplar_copy")
+#: A near-copy of an exemplar: this share of trigrams from it, or this word-sequence similarity.
+COPY_THRESHOLD = 0.8
 
 _WORD = re.compile(r"[a-z0-9']+")
 _UNIT = re.compile(r"(?:\n+|(?<=[.!?])\s+)")
@@ -79,6 +92,30 @@ def overlap(output: str, source: str, n: int = 3) -> float:
         return 0.0
     seen = set(_ngrams(_words(source), n))
     return sum(g in seen for g in grams) / len(grams)
+
+
+def word_similarity(a: str, b: str) -> float:
+    """How alike two texts' word sequences are, 0-1 (difflib's ratio; case and punctuation
+    ignored).
+
+    >>> word_similarity("Fresh bread, daily!", "fresh bread daily"), word_similarity("a", "")
+    (1.0, 0.0)
+    """
+    left, right = _words(a), _words(b)
+    if not left or not right:
+        return 0.0
+    return SequenceMatcher(None, left, right, autojunk=False).ratio()
+
+
+def _exemplar_copy(output: str, exemplars: Sequence[str]) -> str | None:
+    for i, exemplar in enumerate(exemplars):
+        share = overlap(output, exemplar)
+        if share >= COPY_THRESHOLD:
+            return f"{share:.0%} of its word trigrams come from exemplar {i}"
+        alike = word_similarity(output, exemplar)
+        if alike >= COPY_THRESHOLD:
+            return f"a near-copy of exemplar {i} (word similarity {alike:.0%})"
+    return None
 
 
 class GuardReport(BaseModel):
@@ -180,9 +217,7 @@ def inspect_output(task: str, output: str, *, exemplars: Sequence[str] = (),
         "repetition": _repetition(words, output),
         "length_gaming": _length_gaming(words),
         "task_copy": _task_copy(words, task),
-        "exemplar_copy": next((f"{share:.0%} of its word trigrams come from exemplar {i}"
-                               for i, ex in enumerate(exemplars)
-                               if (share := overlap(output, ex)) >= 0.8), None),
+        "exemplar_copy": _exemplar_copy(output, exemplars),
         "check_wording": _check_wording(words, check_texts),
     }
     reasons = {name: why for name, why in found.items() if why}

@@ -239,10 +239,15 @@ def starts_with(text: str, prefix: str) -> bool:
 def ends_with(text: str, suffix: str) -> bool:
     """True when ``text`` (trailing whitespace ignored) ends with ``suffix``, any case.
 
+    Markdown emphasis closing the text (``**...?**``) is ignored.
+
     >>> ends_with("Any other questions?\\n", "any other QUESTIONS?")
     True
+    >>> ends_with("**Any other questions?**  ", "Any other questions?")
+    True
     """
-    return normalize(text.strip()).endswith(normalize(suffix.strip()))
+    body, wanted = normalize(text.strip()), normalize(suffix.strip())
+    return body.endswith(wanted) or body.rstrip("*_ \t\n").endswith(wanted)
 
 
 def parse_number(token: str) -> float:

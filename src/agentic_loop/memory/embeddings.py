@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_MODEL_NAME",
     "Embedder",
     "EmbedderError",
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_BATCH_SIZE = 32  # texts per forward pass (see Embedder)
 _DEFAULT_ALIASES = frozenset({DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"})
 
 _models: dict[tuple[str, str], SentenceTransformer] = {}
@@ -134,13 +136,19 @@ class Embedder:
     to the model's hub name for the bundled model, else the folder name).
     The folder is checked at construction; the weights load on first use
     and are cached per process.
+
+    ``batch_size`` defaults to 32: texts are sorted by length and padded to
+    the longest of their batch, so on a CPU smaller batches waste less work
+    on padding (all-MiniLM-L6-v2 on one thread, docstring sentences: 64 gave
+    about three quarters of 32's texts/s, and a call of 200 texts ran 0.88x
+    as fast per text as one of 2,000 at 64 but 0.98x at 32). Raise it on a GPU.
     """
 
     def __init__(
         self,
         model: str | Path | None = None,
         *,
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         name: str | None = None,
         device: str = "cpu",
     ) -> None:

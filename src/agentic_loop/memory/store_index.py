@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,15 +40,42 @@ class StoreEmbeddings(Embeddings):
     length, so a store's cosine score is the similarity memory uses.
     """
 
-    def __init__(self, embedder: TextEmbedder | None = None) -> None:
+    def __init__(self, embedder: TextEmbedder | None = None, *, cache_rows: int = 1024) -> None:
         self.embedder: TextEmbedder = embedder if embedder is not None else Embedder()
+        self.cache_rows = cache_rows
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"StoreEmbeddings({self.embedder.name!r})"
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One unit vector per text."""
-        return normalize_rows(np.asarray(self.embedder.embed(list(texts)))).tolist()
+        """One unit vector per text; texts embedded recently come from a small cache.
+
+        Why a cache: a gated add searches the store with each record's task (the store
+        embeds it as a query) and then puts the record (the store embeds the same task
+        again); the second time is free.
+        """
+        texts = list(texts)
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        found = dict(zip(missing, self._fresh(missing)))
+        with self._lock:
+            for text, vector in found.items():
+                self._cache[text] = vector
+            for text in texts:
+                if text in self._cache:
+                    found.setdefault(text, self._cache[text])
+                    self._cache.move_to_end(text)
+            while len(self._cache) > self.cache_rows:
+                self._cache.popitem(last=False)
+        evicted = list(dict.fromkeys(t for t in texts if t not in found))  # by another thread
+        if evicted:
+            found.update(zip(evicted, self._fresh(evicted)))
+        return [list(found[t]) for t in texts]  # copies: callers may keep and change them
+
+    def _fresh(self, texts: list[str]) -> list[list[float]]:
+        return normalize_rows(np.asarray(self.embedder.embed(texts))).tolist() if texts else []
 
     def embed_query(self, text: str) -> list[float]:
         """The unit vector of one text."""

@@ -47,7 +47,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from langgraph.store.base import BaseStore, GetOp, PutOp, SearchItem
+from langgraph.store.base import BaseStore, GetOp, PutOp, SearchItem, SearchOp
 from pydantic import ValidationError
 
 from agentic_loop.errors import ConfigError
@@ -173,11 +173,14 @@ class StoreMemory(Generic[R]):
             return []
         self._check_embedder()
         present = self.store.batch([GetOp(self.namespace, r.id) for r in items])
+        gate = dedup and self.dedup_threshold is not None
+        neighbours = self._neighbours(items) if gate else []
+        vectors = self._dedup_vectors(items, neighbours) if gate else {}
         results: list[AddResult[R]] = []
         accepted: list[R] = []
-        for record, stored in zip(items, present):
-            if dedup and self.dedup_threshold is not None:
-                duplicate = self._duplicate(record, accepted)
+        for i, (record, stored) in enumerate(zip(items, present)):
+            if gate:
+                duplicate = self._duplicate(record, [*neighbours[i], *accepted], vectors)
                 if duplicate is not None:
                     results.append(AddResult("duplicate", record, *duplicate))
                     continue
@@ -193,7 +196,9 @@ class StoreMemory(Generic[R]):
         """Hits of ``query`` with their similarity. Items the store could not score (written
         without a vector, e.g. by another program) are passed over; a store that scores none
         has no vector index, which is an error."""
-        items = self.store.search(self.namespace, query=query, limit=limit)
+        return self._scored(self.store.search(self.namespace, query=query, limit=limit))
+
+    def _scored(self, items: list[SearchItem]) -> list[tuple[SearchItem, float]]:
         ranked = [(item, float(item.score)) for item in items if item.score is not None]
         if items and not ranked:
             raise ConfigError(
@@ -203,18 +208,34 @@ class StoreMemory(Generic[R]):
             )
         return ranked
 
-    def _duplicate(self, record: R, accepted: list[R]) -> tuple[R, float] | None:
-        """The closest stored or accepted record whose output reaches the threshold."""
+    def _neighbours(self, records: list[R]) -> list[list[R]]:
+        """The ``dedup_pool`` stored records most task-similar to each record: one store
+        batch for the whole write (the store embeds the queries together)."""
+        ops = [SearchOp(self.namespace, query=r.search_text(), limit=self.dedup_pool)
+               for r in records]
+        found = self.store.batch(ops)
+        return [[self._record(item) for item, _ in self._scored(items)]  # type: ignore[arg-type]
+                for items in found]
+
+    def _dedup_vectors(self, records: list[R], neighbours: list[list[R]]) -> dict[str, np.ndarray]:
+        """The dedup-text vector of every record and candidate of a write, in one embedder
+        call (texts seen recently come from the cache)."""
+        texts = [r.dedup_text() or "" for r in records]
+        texts += [n.dedup_text() or "" for pool in neighbours for n in pool]
+        unique = list(dict.fromkeys(texts))
+        return dict(zip(unique, self._embed(unique))) if unique else {}
+
+    def _duplicate(
+        self, record: R, pool: list[R], vectors: dict[str, np.ndarray]
+    ) -> tuple[R, float] | None:
+        """The closest record of ``pool`` (stored neighbours, then records accepted earlier in
+        the batch) whose output reaches the threshold."""
         assert self.dedup_threshold is not None
-        neighbours = [
-            self._record(item) for item, _ in self._ranked(record.search_text(), self.dedup_pool)
-        ]
-        candidates = [r for r in [*neighbours, *accepted] if r.id != record.id]
+        candidates = [r for r in pool if r.id != record.id]
         if not candidates:
             return None
-        texts = [r.dedup_text() or "" for r in (record, *candidates)]
-        vectors = self._embed(texts)
-        sims = vectors[1:] @ vectors[0]
+        vector = vectors[record.dedup_text() or ""]
+        sims = np.stack([vectors[r.dedup_text() or ""] for r in candidates]) @ vector
         best = int(np.argmax(sims))
         if sims[best] >= self.dedup_threshold:
             return candidates[best], float(sims[best])

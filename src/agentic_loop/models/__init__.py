@@ -92,7 +92,11 @@ def load_chat_model(spec: str | os.PathLike[str] | ChatModelLike, **kw: Any) -> 
     ``max_tokens``, ``stop``, ``seed`` for every provider; ``dtype``,
     ``device``, ``max_batch_size`` and ``cache_dir`` for local models;
     ``model``, ``api_key``, ``check`` (probe the server first, default True)
-    for OpenAI-compatible servers. A spec that is not ours (``"openai:gpt-4o-mini"``,
+    for OpenAI-compatible servers. ``"registry:<dir>"`` is the registry's
+    current version, always: its server under the stable name when
+    ``agentic-loop serve`` serves it, else in-process, reloaded after a promote
+    or rollback (:mod:`agentic_loop.distill.release.live_model`). A spec that
+    is not ours (``"openai:gpt-4o-mini"``,
     ``"anthropic:claude-3-5-haiku-latest"``) goes to LangChain's
     ``init_chat_model`` with the keyword arguments; that needs the
     ``langchain`` package and the provider's (``langchain-openai`` ...).
@@ -103,6 +107,11 @@ def load_chat_model(spec: str | os.PathLike[str] | ChatModelLike, **kw: Any) -> 
     parsed = resolve_spec(spec)
     if parsed.provider == "langchain":
         return _init_langchain(parsed.target or "", kw)
+    if parsed.provider == "registry":
+        # The one import from models into distill, lazy: the registry reads its own index.
+        from agentic_loop.distill.release.live_model import load_registry_model
+
+        return load_registry_model(parsed.target or "", **kw)
     if parsed.provider == "local":
         from agentic_loop.models.local import LocalChatModel
 

@@ -30,7 +30,12 @@ import torch
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.errors import GrammarError
-from agentic_loop.models.grammar import Grammar
+from agentic_loop.models.grammar import (
+    Grammar,
+    allocate_token_masks,
+    apply_token_masks,
+    fill_token_mask,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -144,15 +149,17 @@ class _Row:
 
 
 def _sample(logits: torch.Tensor, params: GenerationParams, gen: torch.Generator | None,
-            allowed: torch.Tensor | None = None) -> int:
-    """Pick the next token; ``allowed`` (a bool mask) restricts the choice first.
+            masked: bool = False) -> int:
+    """Pick the next token from one row of logits; ``masked``: a grammar has set the logits
+    of the tokens it forbids to ``-inf`` (see :func:`_mask_grammar_rows`).
 
-    Restricting before sorting matters: under a grammar most steps allow a
-    handful of tokens (often exactly one), so we never sort the full vocabulary.
+    Restricting to the allowed tokens before sorting matters: under a grammar most
+    steps allow a handful of tokens (often exactly one), so we never sort the full
+    vocabulary.
     """
     candidates: torch.Tensor | None = None
-    if allowed is not None:
-        candidates = allowed[: logits.shape[0]].nonzero().squeeze(1)
+    if masked:
+        candidates = torch.isfinite(logits).nonzero().squeeze(1)
         if candidates.numel() == 1:
             return int(candidates.item())
         if candidates.numel() == 0:
@@ -170,6 +177,25 @@ def _sample(logits: torch.Tensor, params: GenerationParams, gen: torch.Generator
             probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
         choice = int(torch.multinomial(probs, 1, generator=gen).item())
     return int(candidates[choice].item()) if candidates is not None else choice
+
+
+def _mask_grammar_rows(logits: torch.Tensor, active: list[_Row]) -> set[int]:
+    """Set to ``-inf``, in place, the logits each row's grammar forbids (one logits row per
+    ``active`` request); return the slots that were masked.
+
+    All grammar rows of the batch share one llguidance bitmask, which the matchers fill
+    in place, and are masked in one tensor operation.
+    """
+    slots = [slot for slot, row in enumerate(active) if row.matcher is not None]
+    if not slots:
+        return set()
+    grammar = active[slots[0]].request.grammar
+    assert grammar is not None
+    bitmask = allocate_token_masks(len(active), grammar.mask_vocab_size)
+    for slot in slots:
+        fill_token_mask(active[slot].matcher, bitmask, slot)
+    apply_token_masks(logits, bitmask, slots)
+    return set(slots)
 
 
 class GenerationEngine:
@@ -279,13 +305,12 @@ class GenerationEngine:
                          past_key_values=cache, use_cache=True)
         logits = out.logits[:, -1, :].float().cpu()
         for _ in range(max(r.params.max_tokens for r in requests) + 1):
+            logits = logits[:, : self.vocab_size]
+            masked = _mask_grammar_rows(logits, [rows[idx] for idx in active])
             next_tokens: list[int] = []
             for slot, idx in enumerate(active):
                 row = rows[idx]
-                allowed = None
-                if row.matcher is not None:
-                    allowed = row.request.grammar.allowed_mask(row.matcher)  # type: ignore[union-attr]
-                token = _sample(logits[slot, : self.vocab_size], row.params, row.generator, allowed)
+                token = _sample(logits[slot], row.params, row.generator, slot in masked)
                 row.push(token, self.eos_ids)
                 next_tokens.append(token)
             keep = [slot for slot, idx in enumerate(active) if rows[idx].finish_reason is None]

@@ -37,7 +37,6 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
@@ -57,7 +56,10 @@ __all__ = [
     "Grammar",
     "GrammarError",
     "JsonGrammar",
+    "allocate_token_masks",
+    "apply_token_masks",
     "constrained_json_schema",
+    "fill_token_mask",
     "schema_of",
 ]
 
@@ -150,15 +152,62 @@ class Grammar:
                                "simplify the schema")
         return m
 
+    @property
+    def mask_vocab_size(self) -> int:
+        """Tokens a matcher's bitmask covers (the tokenizer's vocabulary; the model's output
+        layer may be wider, and tokens past this are never allowed)."""
+        return int(self._ll_tok.vocab_size)
+
     def allowed_mask(self, matcher: Any) -> torch.Tensor:
         """Boolean mask over the model's vocabulary of tokens the grammar allows next."""
-        bits = np.frombuffer(matcher.compute_bitmask(), dtype=np.uint8)
-        allowed = np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
         import torch
 
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[: allowed.shape[0]] = torch.from_numpy(allowed)
-        return mask
+        bitmask = allocate_token_masks(1, self.mask_vocab_size)
+        fill_token_mask(matcher, bitmask, 0)
+        logits = torch.zeros((1, self.vocab_size))
+        apply_token_masks(logits, bitmask, [0])
+        return torch.isfinite(logits[0])
+
+
+def allocate_token_masks(rows: int, vocab_size: int) -> torch.Tensor:
+    """An int32 ``(rows, ceil(vocab_size / 32))`` bitmask, every token allowed (llguidance's
+    own layout, so matchers write into it directly with no copy)."""
+    import llguidance.torch
+
+    return llguidance.torch.allocate_token_bitmask(rows, vocab_size)
+
+
+def fill_token_mask(matcher: Any, bitmask: torch.Tensor, row: int) -> None:
+    """Write the tokens ``matcher`` allows next into row ``row`` of ``bitmask``."""
+    import llguidance.torch
+
+    llguidance.torch.fill_next_token_bitmask(matcher, bitmask, row)
+
+
+def apply_token_masks(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
+    """Set to ``-inf``, in place, the logits of ``rows`` whose token the bitmask's row of the
+    same index forbids; other rows are left alone.
+
+    What ``llguidance.torch.apply_token_bitmask_inplace`` does, eagerly: that helper is
+    wrapped in ``torch.compile``, which on a CPU build compiles C++ in every new process
+    (tens of seconds on a small machine) before the first masked token. Tokens past the
+    bitmask's width are forbidden too.
+    """
+    import torch
+
+    if not rows:
+        return
+    index = torch.tensor(rows, dtype=torch.long)
+    words = bitmask.index_select(0, index)
+    shifts = torch.arange(32, dtype=torch.int32)
+    bits = ((words.unsqueeze(-1) >> shifts) & 1).reshape(len(rows), -1)
+    vocab = logits.shape[1]
+    allowed = torch.zeros((len(rows), vocab), dtype=torch.bool)
+    width = min(vocab, bits.shape[1])
+    allowed[:, :width] = bits[:, :width].bool()
+    sub = logits.index_select(0, index)
+    sub.masked_fill_(~allowed, float("-inf"))
+    logits.index_copy_(0, index, sub)
 
 
 class JsonGrammar(Grammar):

@@ -5,7 +5,11 @@ Our own forms:
 * ``"local"`` - the embedded SmolLM2-135M-Instruct (CPU, offline);
 * ``"local:<dir>"`` - any Hugging Face causal-LM directory on disk;
 * ``"openai:<base_url>"`` - an OpenAI-compatible server (vLLM), with ``model=``;
-  only when the part after ``openai:`` is a URL.
+  only when the part after ``openai:`` is a URL;
+* ``"registry:<dir>"`` - a model registry's *current* version, always: through
+  its server under the stable name when ``agentic-loop serve`` serves it,
+  else in-process, reloaded when promote or rollback moves ``current``
+  (:mod:`agentic_loop.distill.release.live_model`).
 
 Every other spec is LangChain's: ``"openai:gpt-4o-mini"``,
 ``"anthropic:claude-3-5-haiku-latest"`` or a bare ``"gpt-4o"`` (provider
@@ -25,6 +29,8 @@ Example:
     ModelSpec(provider='openai', target='http://127.0.0.1:8000/v1')
     >>> parse_spec("openai:gpt-4o-mini")
     ModelSpec(provider='langchain', target='openai:gpt-4o-mini')
+    >>> parse_spec("registry:runs/registry")
+    ModelSpec(provider='registry', target='runs/registry')
     >>> import tempfile
     >>> resolve_spec(tempfile.gettempdir()).provider
     'local'
@@ -42,8 +48,9 @@ from agentic_loop.models.errors import ModelDirError, ModelSpecError
 __all__ = ["SPEC_FORMS", "ModelSpec", "parse_spec", "resolve_spec"]
 
 SPEC_FORMS = ('"local" (embedded SmolLM2-135M), "local:<model dir>", '
-          '"openai:<base_url>" with model=<served model name>, or a LangChain '
-          'init_chat_model spec such as "openai:gpt-4o-mini"')
+              '"openai:<base_url>" with model=<served model name>, "registry:<registry dir>" '
+              '(its current version), or a LangChain init_chat_model spec such as '
+              '"openai:gpt-4o-mini"')
 #: ``host:port[/path]`` after ``openai:``: a server address missing its scheme, not a model name.
 _ADDRESS = re.compile(r"^[A-Za-z0-9.-]+:\d+(/\S*)?$")
 
@@ -52,8 +59,8 @@ _ADDRESS = re.compile(r"^[A-Za-z0-9.-]+:\d+(/\S*)?$")
 class ModelSpec:
     """A parsed spec: ``provider`` and what it points at."""
 
-    provider: str  # "local" | "openai" | "langchain"
-    target: str | None  # model dir, base URL, LangChain spec, or None for the embedded model
+    provider: str  # "local" | "openai" | "registry" | "langchain"
+    target: str | None  # model dir, base URL, registry dir, LangChain spec, None: embedded
 
 
 def parse_spec(spec: str) -> ModelSpec:
@@ -77,6 +84,12 @@ def parse_spec(spec: str) -> ModelSpec:
             raise ModelSpecError(f"model spec {spec!r} names no directory after 'local:'; "
                                  "write 'local:<model dir>' or just 'local'")
         return ModelSpec("local", target or None)
+    if provider == "registry":
+        if not target:
+            raise ModelSpecError(f"model spec {spec!r} names no registry folder after "
+                                 "'registry:'; write 'registry:<registry dir>', e.g. "
+                                 "'registry:runs/registry'")
+        return ModelSpec("registry", target)
     if provider == "openai":
         if target.startswith(("http://", "https://")):
             return ModelSpec("openai", target)

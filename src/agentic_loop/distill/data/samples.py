@@ -18,8 +18,10 @@ refine prompt the model saw in later rounds: a trained model must produce
 the good answer from what it will be asked, and the architectures ask for a
 first draft exactly so. It is the run's recorded fresh-draft prompt
 (:class:`~agentic_loop.prompt_format.DraftPrompt`) without the retrieved parts
-(exemplars, lessons), unless ``include_exemplars`` keeps them as they were
-sent; a run logged before prompts were recorded gets it rebuilt from its task
+(exemplars, whether a text block or few-shot turns, and lessons): a model trained
+on answers written with exemplars in view must learn to write them from the
+plain task, which is what it will be asked. ``include_exemplars`` keeps them as
+they were sent; a run logged before prompts were recorded gets it rebuilt from its task
 and rubric (:func:`with_fresh_prompt`). Drafts cut at the output limit are
 not what the model wrote and give no sample.
 

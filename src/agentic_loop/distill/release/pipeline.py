@@ -39,7 +39,7 @@ from agentic_loop.distill.train.model_card import add_eval
 from agentic_loop.distill.train.settings import METHODS
 from agentic_loop.errors import ConfigError
 
-__all__ = ["LoopResult", "distill_loop"]
+__all__ = ["LoopResult", "baseline_spec", "distill_loop", "register_evaluated"]
 
 
 @dataclass(frozen=True)
@@ -92,20 +92,46 @@ def distill_loop(
 
     golden_tasks = load_golden(golden)  # fail on a bad golden set before hours of training
     reg = registry if isinstance(registry, Registry) else Registry(registry)
-    current = reg.current
     work = Path(work_dir).expanduser()
     exported = export_datasets(trajectories, work / "data", **(export_options or {}))
     trained = train(work / "data", work / "model", method=method, base=base, **train_options)
-    baseline = f"local:{current.path}" if current is not None and not current.adapter else base
+    baseline = baseline_spec(reg, base)
     report = evaluate_models(baseline, trained.spec, golden_tasks, arch=arch,
                              plot_path=work / "eval.png", **(eval_options or {}))
     summary = report.card_entry(golden=str(golden))
     atomic_write_bytes(work / "eval.json", (json.dumps(report.to_dict(), indent=2, default=str)
                                             + "\n").encode())
-    add_eval(trained.model_dir, summary)
     notes = f"distilled by the loop; gate {report.decision.value} vs {baseline}"
-    version = reg.register(trained.model_dir, notes=notes)
-    if report.decision == Decision.PROMOTE:
-        reg.promote(version.version, reason=f"gate PROMOTE vs {baseline}",
-                    gate={k: summary[k] for k in ("decision", "single_shot", "architecture")})
+    version = register_evaluated(reg, trained.model_dir, summary, baseline=baseline, notes=notes)
     return LoopResult(exported, trained, report, version, baseline)
+
+
+def baseline_spec(registry: Any, base: str) -> str:
+    """The model a candidate must beat: the registry's current weights, else ``base``.
+
+    A current LoRA adapter cannot be loaded on its own, so ``base`` stands in for it.
+    """
+    current = registry.current
+    return f"local:{current.path}" if current is not None and not current.adapter else base
+
+
+def register_evaluated(registry: Any, model_dir: str | os.PathLike[str], summary: dict[str, Any],
+                       *, baseline: str, notes: str | None = None, reason: str | None = None,
+                       gate: dict[str, Any] | None = None) -> Any:
+    """Append an evaluation to the model's card, register it, promote it when it says PROMOTE.
+
+    ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds);
+    ``gate`` adds to the gate fields of the promote line in the audit log.
+    A model already registered (a step re-run after a crash) is not
+    registered again: its version is promoted, or not, as the evaluation says.
+    """
+    folder = Path(model_dir).expanduser()
+    version = next((v for v in registry.versions() if v.path == str(folder.resolve())), None)
+    if version is None:
+        add_eval(folder, summary)
+        version = registry.register(folder, notes=notes)
+    if summary["decision"] == Decision.PROMOTE.value:
+        fields = {k: summary.get(k) for k in ("decision", "single_shot", "architecture")}
+        registry.promote(version.version, reason=reason or f"gate PROMOTE vs {baseline}",
+                         gate={**fields, **(gate or {})})
+    return version

@@ -11,23 +11,31 @@ torch: on GPUs that is a Python with the ``vllm`` package; on CPU it is the
   ``.venv-vllm`` in the working directory or one of its parents, else this
   interpreter if it has ``vllm``. None: :class:`VLLMNotInstalledError` says
   how to install it.
-* **CPU settings.** ``--dtype bfloat16 --enforce-eager`` and a 1 GiB KV cache
-  (``VLLM_CPU_KVCACHE_SPACE``) unless set; the module entry point is used
+* **CPU settings.** ``--enforce-eager``, ``--dtype`` bfloat16 only where the CPU
+  has native bf16 math, else float32 (:func:`cpu_dtype`; emulated bf16 ran at a
+  quarter of fp32's speed), a 1 GiB KV cache and, on small machines, every core
+  computing (:func:`cpu_env_defaults`), unless set; the module entry point is used
   because the ``vllm`` console script of the ``vllm-cpu`` distribution fails.
 * **LoRA adapters.** An adapter directory is served on its base model with
   ``--enable-lora --lora-modules <name>=<dir>``; requests to ``<name>`` use the
   adapter. Runtime loading is switched on, so :meth:`VLLMServer.load_lora_adapter`
-  can put a newly promoted adapter live without a restart.
+  can put a newly promoted adapter live without a restart, under the same name
+  with ``replace=True`` (vLLM's ``load_inplace``: the new weights load first,
+  then take the name over, so the name never disappears).
+* **A registry.** :func:`~agentic_loop.distill.release.serve_watch.serve_registered`
+  serves a registry's current version under one stable name and follows
+  promote and rollback (:mod:`~agentic_loop.distill.release.live`).
 * **Shutdown.** SIGTERM to the server's process group, SIGKILL if it has not
   stopped in time; on ``with`` exit, Ctrl-C, or interpreter exit.
 * **Offline.** The server runs with ``HF_HUB_OFFLINE=1``: it never downloads.
 
 Example (the command line, built without starting anything):
     >>> cmd = vllm_command("/venv/bin/python", "/models/m", served_name="m", port=8001,
-    ...                    device="cpu", lora_modules={"tagline": "/models/adapter"})
+    ...                    device="cpu", dtype="float32",
+    ...                    lora_modules={"tagline": "/models/adapter"})
     >>> " ".join(cmd[1:])  # doctest: +NORMALIZE_WHITESPACE
     '-m vllm.entrypoints.openai.api_server --model /models/m --served-model-name m
-     --host 127.0.0.1 --port 8001 --max-model-len 2048 --dtype bfloat16 --enforce-eager
+     --host 127.0.0.1 --port 8001 --max-model-len 2048 --dtype float32 --enforce-eager
      --enable-lora --lora-modules tagline=/models/adapter --max-lora-rank 16'
 """
 
@@ -38,12 +46,14 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -57,8 +67,9 @@ __all__ = [
     "VLLMNotInstalledError",
     "VLLMServer",
     "find_vllm_python",
+    "lora_call",
+    "lora_rank",
     "serve",
-    "serve_registered",
     "vllm_command",
 ]
 
@@ -104,39 +115,88 @@ def find_vllm_python(python: str | os.PathLike[str] | None = None) -> str:
     raise VLLMNotInstalledError(INSTALL_HINT)
 
 
+def cpu_dtype() -> str:
+    """``bfloat16`` where the CPU does bf16 math natively (AVX512-BF16, AMX, Arm BF16), else
+    ``float32``: on AVX2 alone bf16 is emulated and slower than fp32 (bench/serve.py)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "bfloat16"  # not Linux (Apple silicon has bf16)
+    return "bfloat16" if re.search(r"\b(avx512_bf16|amx_bf16|bf16)\b", info) else "float32"
+
+
+def cpu_env_defaults(cores: int | None = None) -> dict[str, str]:
+    """vLLM's CPU settings we set unless the environment has them.
+
+    A 1 GiB KV cache (``VLLM_CPU_KVCACHE_SPACE``; vLLM's default of 4 GiB is
+    more than a small model needs), and on machines of 4 cores or fewer no
+    core held back for the scheduler (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``):
+    vLLM reserves one, which on 2 cores halves the cores that compute, while
+    its scheduler mostly waits on them (bench/serve.py: 1.6x the tokens/s).
+    """
+    settings = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    if (cores or os.cpu_count() or 1) <= 4:
+        settings["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    return settings
+
+
 def detect_device() -> str:
     """``"cuda"`` when an NVIDIA driver is present, else ``"cpu"``."""
     return "cuda" if shutil.which("nvidia-smi") else "cpu"
 
 
-def _lora_rank(adapter_dirs: Sequence[str]) -> int:
+def lora_rank(adapter_dirs: Sequence[str | os.PathLike[str]]) -> int:
+    """The ``--max-lora-rank`` that fits every adapter in ``adapter_dirs`` (at least 16)."""
     rank = 16
     for path in adapter_dirs:
         with contextlib.suppress(OSError, ValueError, TypeError):
             rank = max(rank, int(json.loads((Path(path) / "adapter_config.json").read_text())["r"]))
-    return next((r for r in _LORA_RANKS if r >= rank), rank)
+    return rank
 
 
 def vllm_command(python: str, model: str | os.PathLike[str], *, served_name: str, port: int,
                  host: str = "127.0.0.1", device: str = "cpu", dtype: str | None = None,
                  max_model_len: int = 2048, lora_modules: Mapping[str, str] | None = None,
-                 enable_lora: bool = False, extra_args: Sequence[str] = ()) -> list[str]:
+                 enable_lora: bool = False, max_lora_rank: int | None = None,
+                 extra_args: Sequence[str] = ()) -> list[str]:
     """The command line that starts vLLM's OpenAI-compatible server."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", os.fspath(model),
            "--served-model-name", served_name, "--host", host, "--port", str(port),
            "--max-model-len", str(max_model_len)]
-    cmd += ["--dtype", dtype or ("bfloat16" if device == "cpu" else "auto")]
+    cmd += ["--dtype", dtype or (cpu_dtype() if device == "cpu" else "auto")]
     if device == "cpu":
         cmd.append("--enforce-eager")
     if lora_modules or enable_lora:
         cmd.append("--enable-lora")
         if lora_modules:
             cmd += ["--lora-modules", *(f"{name}={path}" for name, path in lora_modules.items())]
-        cmd += ["--max-lora-rank", str(_lora_rank(list((lora_modules or {}).values())))]
+        rank = max(max_lora_rank or 0, lora_rank(list((lora_modules or {}).values())))
+        cmd += ["--max-lora-rank", str(lora_rank_bucket(rank))]
     return cmd + list(extra_args)
 
 
-def _free_port(host: str) -> int:
+def lora_rank_bucket(rank: int) -> int:
+    """The smallest rank vLLM accepts for ``--max-lora-rank`` that is at least ``rank``."""
+    return next((r for r in _LORA_RANKS if r >= rank), rank)
+
+
+def lora_call(base_url: str, endpoint: str, payload: Mapping[str, Any],
+              timeout: float = 120.0) -> None:
+    """POST ``payload`` to vLLM's ``{base_url}/{endpoint}`` (load/unload an adapter)."""
+    import httpx
+
+    try:
+        response = httpx.post(f"{base_url}/{endpoint}", json=dict(payload), timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ServeError(f"{endpoint} {dict(payload)} could not reach {base_url}: {exc}; check "
+                         "that the server is running") from exc
+    if response.status_code >= 400:
+        raise ServeError(f"{endpoint} {dict(payload)} failed ({response.status_code}): "
+                         f"{response.text[:300]}; the server must have been started with "
+                         "LoRA enabled (an adapter model, or enable_lora=True)")
+
+
+def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -196,41 +256,51 @@ class VLLMServer:
         response.raise_for_status()
         return [m["id"] for m in response.json().get("data", [])]
 
-    def wait_until_ready(self, timeout: float = 300.0, poll_s: float = 1.0) -> None:
-        """Poll ``/v1/models`` until the server lists its model; raise if it dies or times out."""
+    def wait_until_ready(self, timeout: float = 300.0, poll_s: float = 1.0,
+                         cancel: threading.Event | None = None) -> None:
+        """Poll ``/v1/models`` until the server lists its model; raise if it dies or times out.
+
+        Setting ``cancel`` stops the server and raises (a shutdown during a start).
+        """
         import httpx
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if cancel is not None and cancel.is_set():
+                self.stop()
+                raise ServeError(f"the start of vLLM on port {self.base_url} was cancelled "
+                                 "(the server is shutting down); start it again to serve")
             if not self.running:
                 raise ServeError(f"vLLM exited with code {self.process.returncode} before it was "
                                  f"ready; its log ({self.log_path}) ends with:\n{self.log_tail()}")
             with contextlib.suppress(httpx.HTTPError, ValueError):
                 if self.model in self.served_models(timeout=poll_s * 5):
                     return
-            time.sleep(poll_s)
+            if cancel is not None:
+                cancel.wait(poll_s)
+            else:
+                time.sleep(poll_s)
         self._owns_log = False  # keep the log this error points to
         self.stop()
         raise ServeError(f"vLLM did not become ready within {timeout:g}s (pass a larger timeout "
                          f"on a slow machine); its log ({self.log_path}) ends with:\n"
                          f"{self.log_tail()}")
 
-    def load_lora_adapter(self, name: str, path: str | os.PathLike[str]) -> None:
-        """Load an adapter into the running server under ``name`` (no restart)."""
-        self._lora_call("load_lora_adapter", {"lora_name": name, "lora_path": os.fspath(path)})
+    def load_lora_adapter(self, name: str, path: str | os.PathLike[str], *,
+                          replace: bool = False) -> None:
+        """Load an adapter into the running server under ``name`` (no restart).
+
+        ``replace=True`` swaps the adapter already served as ``name`` for this
+        one: the new weights are loaded and checked first, then take the name over.
+        """
+        payload: dict[str, Any] = {"lora_name": name, "lora_path": os.fspath(path)}
+        if replace:
+            payload["load_inplace"] = True
+        lora_call(self.base_url, "load_lora_adapter", payload)
 
     def unload_lora_adapter(self, name: str) -> None:
         """Remove the adapter served as ``name``."""
-        self._lora_call("unload_lora_adapter", {"lora_name": name})
-
-    def _lora_call(self, endpoint: str, payload: dict[str, str]) -> None:
-        import httpx
-
-        response = httpx.post(f"{self.base_url}/{endpoint}", json=payload, timeout=120)
-        if response.status_code >= 400:
-            raise ServeError(f"{endpoint} {payload} failed ({response.status_code}): "
-                             f"{response.text[:300]}; the server must have been started with "
-                             "LoRA enabled (an adapter model, or enable_lora=True)")
+        lora_call(self.base_url, "unload_lora_adapter", {"lora_name": name})
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); return its exit code."""
@@ -269,7 +339,8 @@ class VLLMServer:
 
 def serve(model: str | os.PathLike[str], *, name: str | None = None, port: int | None = None,
           host: str = "127.0.0.1", device: str = "auto", dtype: str | None = None,
-          max_model_len: int = 2048, enable_lora: bool = False, timeout: float = 300.0,
+          max_model_len: int = 2048, enable_lora: bool = False,
+          max_lora_rank: int | None = None, timeout: float = 300.0,
           python: str | os.PathLike[str] | None = None,
           log_path: str | os.PathLike[str] | None = None,
           extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None,
@@ -291,14 +362,15 @@ def serve(model: str | os.PathLike[str], *, name: str | None = None, port: int |
     else:
         launch_dir, launch_name = model_dir, served
     device = detect_device() if device == "auto" else device
-    port = port or _free_port(host)
+    port = port or free_port(host)
     command = vllm_command(interpreter, launch_dir, served_name=launch_name, port=port, host=host,
                            device=device, dtype=dtype, max_model_len=max_model_len,
                            lora_modules=lora_modules, enable_lora=enable_lora,
-                           extra_args=extra_args)
+                           max_lora_rank=max_lora_rank, extra_args=extra_args)
     child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     if device == "cpu":
-        child_env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        for key, value in cpu_env_defaults().items():
+            child_env.setdefault(key, value)
     if lora_modules or enable_lora:
         child_env.setdefault("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True")
     if log_path is None:
@@ -322,12 +394,3 @@ def serve(model: str | os.PathLike[str], *, name: str | None = None, port: int |
             raise
     return server
 
-
-def serve_registered(registry: Any, version: str | int = "current", **kw: Any) -> VLLMServer:
-    """Serve a registry version (``"current"`` by default) under its version-qualified name."""
-    from agentic_loop.distill.release.registry import Registry
-
-    reg = registry if isinstance(registry, Registry) else Registry(registry)
-    entry = reg.get(version)
-    kw.setdefault("name", f"{entry.name}-{entry.version}")
-    return serve(entry.path, **kw)

@@ -1,0 +1,205 @@
+"""Best-of-n inside a round, and the temperature each round samples at.
+
+Why: a verifier is only worth what the loop does with its signal. A small
+model fails a check often but not always, so drawing several answers to the
+*same* prompt and letting the checks pick turns its occasional pass into a
+round's pass (``refine="resample"`` beat feedback on the 135M model,
+bench/results/quality.json; best-of-n is the same idea inside one round, at
+the cost of one batched generation). The n samples of a round are asked
+together: the calls run concurrently, so the embedded engine decodes them as
+one batch (each row still prefills the shared prompt; that prefill is short
+next to decoding) and an OpenAI-compatible server such as vLLM shares the
+prompt's prefill through its prefix cache. A model with a fixed ``seed``
+gets ``seed + i`` for sample ``i``, or all n would be the same.
+
+The samples are ranked by the rubric's Python checks (cheap; judged
+features count as unmet), and only the best is judged by the LLM critic.
+A rubric with no checks has nothing cheap to rank by, so every sample is
+judged (one batched critic call) and the best judged score wins. The other
+samples are kept on the round as :class:`~agentic_loop.trajectories.Candidate`
+records: scored negatives for preference data.
+
+A temperature schedule sets each round's sampling temperature: a number (every
+round), a sequence (round ``i`` takes item ``i``, the last repeats) or a
+callable of the round index (``None``: the model's own). It is applied by
+binding ``temperature`` on the call, which the local model, OpenAI-compatible
+models and LangChain's other chat models all read.
+
+Example:
+    >>> temperature_at((0.3, 0.7, 1.0), 0), temperature_at((0.3, 0.7, 1.0), 5)
+    (0.3, 1.0)
+    >>> temperature_at(None, 2) is None, temperature_at(lambda i: 0.2 * i, 2)
+    (True, 0.4)
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> llm = ScriptedChatModel(responses=["a", "b", "c"])
+    >>> sorted(m.content for m in draw(llm, "Say a letter.", n=3, temperature=0.9))
+    ['a', 'b', 'c']
+    >>> {c.kwargs["temperature"] for c in llm.calls}
+    {0.9}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableParallel
+
+from agentic_loop.errors import ConfigError
+from agentic_loop.judges import Critic, Critique
+from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
+from agentic_loop.models.wrappers import chat_model_of
+from agentic_loop.trajectories import Candidate
+
+__all__ = ["MAX_SAMPLES_PER_ROUND", "Drawn", "TemperatureSchedule", "check_samples",
+           "check_schedule", "draw", "pick_best", "recording_draws", "record_draws",
+           "shown_outputs", "temperature_at"]
+
+#: The most samples one round may draw: each is a model call, and a served graph takes
+#: settings from anyone who can reach it.
+MAX_SAMPLES_PER_ROUND = 16
+
+TemperatureSchedule: TypeAlias = "float | Sequence[float] | Callable[[int], float | None] | None"
+
+
+def check_schedule(schedule: Any) -> Any:
+    """``schedule`` if it is a valid temperature schedule, else :class:`ConfigError`.
+
+    >>> check_schedule([0.2, -1])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: temperature=[0.2, -1]: pass a number >= 0, ...
+    """
+    if schedule is None or callable(schedule):
+        return schedule
+    values = [schedule] if isinstance(schedule, (int, float)) else schedule
+    if (isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                       for v in values)):
+        raise ConfigError(f"temperature={schedule!r}: pass a number >= 0, a sequence of them "
+                          "(one per round, the last repeats) or a callable of the round index")
+    return schedule
+
+
+def temperature_at(schedule: Any, iteration: int) -> float | None:
+    """The temperature of round ``iteration`` (0-based) under ``schedule``; None: the model's."""
+    if schedule is None:
+        return None
+    if callable(schedule):
+        value = schedule(iteration)
+        return None if value is None else float(value)
+    if isinstance(schedule, (int, float)):
+        return float(schedule)
+    return float(schedule[min(iteration, len(schedule) - 1)])
+
+
+def check_samples(n: Any) -> int:
+    """``n`` as a number of samples per round, or :class:`ConfigError`."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES_PER_ROUND:
+        raise ConfigError(f"samples_per_round={n!r}: pass an integer from 1 to "
+                          f"{MAX_SAMPLES_PER_ROUND}")
+    return n
+
+
+def _sampler(llm: Runnable[Any, Any], n: int, temperature: float | None) -> Runnable[Any, Any]:
+    """One runnable answering with ``n`` samples (a dict of them when ``n > 1``)."""
+    bound = llm.bind(temperature=temperature) if temperature is not None else llm
+    if n == 1:
+        return bound
+    seed = getattr(chat_model_of(llm), "seed", None)
+    seeded = isinstance(seed, int) and not isinstance(seed, bool)
+    return RunnableParallel({
+        str(i): bound.bind(seed=seed + i) if seeded else bound  # type: ignore[operator]
+        for i in range(n)})
+
+
+def draw(llm: Runnable[Any, Any], messages: LanguageModelInput, *, n: int = 1,
+         temperature: float | None = None, retry: RetryPolicy = DEFAULT_RETRY,
+         config: RunnableConfig | None = None, what: str = "generation") -> list[AIMessage]:
+    """``n`` answers to one prompt, asked together, through the retry policy.
+
+    A failed call retries all ``n`` (one attempt is one batched generation).
+    """
+    answer = retry.invoke(_sampler(llm, n, temperature), messages, config, what=what)
+    if n == 1:
+        return [answer]
+    return [answer[str(i)] for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One sample of a generation call: its cleaned text and the model that wrote it."""
+
+    text: str
+    model: str | None
+
+
+_drawn: ContextVar[list[list[Drawn]] | None] = ContextVar("agentic_loop_drawn", default=None)
+
+
+@contextmanager
+def recording_draws() -> Iterator[list[list[Drawn]]]:
+    """Collect the samples of every generation call made in this context (one node's run)."""
+    drawn: list[list[Drawn]] = []
+    token = _drawn.set(drawn)
+    try:
+        yield drawn
+    finally:
+        _drawn.reset(token)
+
+
+def record_draws(samples: list[Drawn]) -> None:
+    """Note one call's samples for the node wrapper (no-op outside :func:`recording_draws`)."""
+    drawn = _drawn.get()
+    if drawn is not None:
+        drawn.append(samples)
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def shown_outputs(task: str, exemplars: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The exemplar outputs a draft must not copy: those of *other* tasks (an exemplar of the
+    very same task may be repeated rightly).
+
+    >>> shown_outputs("Say hi.", [{"task": "say  HI.", "output": "hi"},
+    ...                           {"task": "Say bye.", "output": "bye"}])
+    ['bye']
+    """
+    def key(text: str) -> str:
+        return _SPACES.sub(" ", text).strip().casefold()
+
+    return [str(e["output"]) for e in exemplars or ()
+            if key(str(e.get("task", ""))) != key(task)]
+
+
+def pick_best(task: str, samples: Sequence[Mapping[str, Any]], critic: Critic,
+              exemplars: Sequence[str] = ()) -> tuple[int, Critique, list[Candidate]]:
+    """The best of a round's samples, its full critique, and the others as candidates.
+
+    ``samples`` are ``{"draft", "model", "cut_from"}`` mappings. Ranked by the
+    checks (the LLM judges only the winner), or, for a rubric with no checks,
+    judged all together; ties go to the earlier sample. Candidates come best
+    first.
+    """
+    drafts = [str(s["draft"]) for s in samples]
+    judged = not critic.rubric.check_features
+    verdicts = (critic.batch([(task, d) for d in drafts], exemplars=exemplars) if judged
+                else [critic.by_checks(task, d, exemplars) for d in drafts])
+    order = sorted(range(len(drafts)),
+                   key=lambda i: (verdicts[i].passed, verdicts[i].score, -i), reverse=True)
+    best = order[0]
+    critique = verdicts[best] if judged else critic.critique(task, drafts[best],
+                                                             exemplars=exemplars)
+    others = [Candidate(draft=drafts[i], score=verdicts[i].score, passed=verdicts[i].passed,
+                        features=dict(verdicts[i].values),
+                        guards=dict(verdicts[i].evaluation.guards), judged=judged,
+                        model=samples[i].get("model"), cut_from=samples[i].get("cut_from"))
+              for i in order[1:]]
+    return best, critique, others

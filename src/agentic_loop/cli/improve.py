@@ -1,0 +1,190 @@
+"""``agentic-loop improve``: rounds of grow, hint retry, train, gate, register, promote.
+
+The flywheel in one command (:func:`agentic_loop.distill.release.improve`):
+the current model samples a task pool, its passing answers (and hinted
+retries) become training data through the export's PII gate and curation,
+a LoRA is trained from the model the gate last kept, and the candidate is
+gated on a golden set held apart from the pool; PROMOTE promotes it and
+swaps the served model. A killed run continues where it stopped when run
+again with the same ``--work``. Each stage shows a progress bar; the end is
+a table of the rounds, with ``improve.json`` and ``improve.png`` in ``--work``.
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["improve", "--help"])
+    >>> result.exit_code, "--thresholds" in result.output
+    (0, True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentic_loop.cli import app
+from agentic_loop.cli.common import console, progress_bar
+from agentic_loop.errors import ConfigError
+
+__all__ = ["improve_command", "parse_numbers"]
+
+
+def parse_numbers(text: str, flag: str) -> tuple[float, ...]:
+    """``"7,8,9"`` as numbers; an error naming ``flag`` otherwise.
+
+    >>> parse_numbers("7, 8,9", "--thresholds")
+    (7.0, 8.0, 9.0)
+    """
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} takes numbers separated by commas (e.g. 7,8,9), "
+                          f"got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{flag} needs at least one number, got {text!r}")
+    return values
+
+
+class _Display:
+    """The improve progress protocol on a rich progress bar: one line per stage."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.job: Any = None
+
+    def start(self, stage: str, total: int | None = None) -> None:
+        if self.job is not None:
+            task = self.bar.tasks[-1]
+            self.bar.update(self.job, total=task.total or task.completed or 1,
+                            completed=task.total or task.completed or 1)
+        self.job = self.bar.add_task(escape(stage), total=total)
+
+    def advance(self, n: int = 1) -> None:
+        if self.job is not None:
+            self.bar.advance(self.job, n)
+
+
+@app.command("improve")
+def improve_command(
+    golden: Annotated[Path, typer.Option(
+        "--golden", help="Golden-set JSONL the gate scores on (no task shared with the pool).")],
+    tasks: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
+        "--tasks", help="Task pool JSONL (as the golden set): what each round samples.")] = None,
+    from_trajectories: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+        "--from-trajectories",
+        help="Instead of --tasks: logs whose new runs give each round its tasks.")] = None,
+    registry: Annotated[Path, typer.Option(
+        "--registry", help="Model registry folder.")] = Path("runs/registry"),
+    work: Annotated[Path, typer.Option(
+        "--work", help="Work folder: round-NNN/, improve.json, improve.png (resumable).")
+    ] = Path("runs/improve"),
+    rounds: Annotated[int, typer.Option("--rounds", help="Round budget.")] = 3,
+    samples: Annotated[int, typer.Option("--samples", help="Samples per task per round.")] = 4,
+    method: Annotated[str, typer.Option(
+        "--method", help="sft, dpo, sft+dpo or grpo (on the pool's prompts).")] = "sft",
+    arch: Annotated[str, typer.Option(
+        "--arch", help="Architecture that samples: reflection, archive_refine, reflexion.")
+    ] = "reflection",
+    max_iterations: Annotated[int, typer.Option(
+        "--max-iterations", help="The architecture's rounds per sample (1: single-shot).")] = 1,
+    thresholds: Annotated[str, typer.Option(
+        "--thresholds", help="Score each round's training data must reach (0-10), rising.")
+    ] = "7,8,9",
+    temperatures: Annotated[str, typer.Option(
+        "--temperatures", help="Sampling temperatures, cycled over the samples.")] = "0.7,1.0",
+    temperature_step: Annotated[float, typer.Option(
+        "--temperature-step", help="Added to every temperature each round after the first.")
+    ] = 0.0,
+    hint: Annotated[bool, typer.Option(
+        "--hint/--no-hint", help="Retry failed tasks once with the verifier's hint.")] = True,
+    base: Annotated[str, typer.Option(
+        "--base", help="Model before the registry has a current one: local, local:<dir>.")
+    ] = "local",
+    lora: Annotated[bool, typer.Option("--lora/--full", help="Train LoRA or every weight.")
+                    ] = True,
+    train_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--train-steps", help="Optimizer steps per round (default: one epoch).")] = None,
+    learning_rate: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--learning-rate", help="Default: the method's (see `distill --help`).")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Per-device batch size.")] = 4,
+    max_tokens: Annotated[int, typer.Option(
+        "--max-tokens", help="Generation limit of samples and gate.")] = 128,
+    min_gain: Annotated[float, typer.Option(
+        "--min-gain", help="Golden pass-rate gain that counts as progress.")] = 0.01,
+    patience: Annotated[int, typer.Option(
+        "--patience", help="Rounds without progress before stopping.")] = 2,
+    pii: Annotated[str, typer.Option("--pii", help="Export PII gate: spacy, regex or off.")
+                   ] = "spacy",
+    min_tasks: Annotated[int, typer.Option(
+        "--min-tasks", help="Golden tasks the gate needs before it may promote.")] = 20,
+    eval_arch: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--eval-arch", help="Also gate inside this architecture.")] = None,
+) -> None:
+    """Improve the model in rounds: sample the pool, train on what passed, gate, promote.
+
+    Examples:
+
+        agentic-loop improve --tasks pool.jsonl --golden golden.jsonl --rounds 2 --samples 4
+
+        agentic-loop improve --from-trajectories runs/trajectories --golden g.jsonl --method grpo
+    """
+    from agentic_loop.distill.release.improve import ImproveSettings, improve
+
+    train_options: dict[str, Any] = {"lora": lora, "max_steps": train_steps,
+                                     "learning_rate": learning_rate, "batch_size": batch_size}
+    settings = ImproveSettings(
+        rounds=rounds, samples=samples, arch=arch, max_iterations=max_iterations,
+        temperatures=parse_numbers(temperatures, "--temperatures"),
+        temperature_step=temperature_step,
+        thresholds=parse_numbers(thresholds, "--thresholds"), method=method, hint_retry=hint,
+        base=base, max_tokens=max_tokens, min_gain=min_gain, patience=patience,
+        eval_arch=eval_arch, train_options=train_options, export_options={"pii": pii},
+        eval_options={"min_tasks": min_tasks})
+    with progress_bar() as bar:
+        result = improve(tasks, golden=golden, registry=registry, work_dir=work,
+                         trajectories=from_trajectories, settings=settings,
+                         progress=_Display(bar))
+    _print_rounds(result)
+
+
+def _rate(stats: dict[str, Any] | None) -> str:
+    if not stats or stats.get("pass_rate") is None:
+        return "-"
+    low, high = stats["interval"]
+    return f"{stats['pass_rate']:.2f} [{low:.2f}-{high:.2f}]"
+
+
+def _print_rounds(result: Any) -> None:
+    table = Table(title=f"improve: {escape(str(result.work_dir))}", title_justify="left")
+    columns = ("round", "from", "threshold", "pool pass", "hinted", "sft rows", "pairs",
+               "golden before", "golden after", "gate", "version", "seconds")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("from", "gate") else "right")
+    for r in result.reports:
+        golden, data = r.get("golden") or {}, r.get("data") or {}
+        register = r.get("register") or {}
+        version = register.get("version", "-") + (" *" if register.get("promoted") else "")
+        table.add_row(str(r["round"]), escape(str(r.get("from_version") or r["model"])),
+                      f"{r['threshold']:g}", _rate(r.get("pool")),
+                      str((r.get("hint") or {}).get("accepted", 0)),
+                      str(data.get("sft_rows", 0)), str(data.get("pairs", 0)),
+                      _rate(golden.get("baseline")), _rate(golden.get("candidate")),
+                      escape(r.get("decision") or "-"), version,
+                      f"{sum(r['seconds'].values()):.0f}")
+    console.print(table)
+    console.print(f"stopped: {escape(result.stopped)}: {escape(result.reason)}", highlight=False,
+                  soft_wrap=True)
+    for r in result.reports:
+        live = (r.get("register") or {}).get("live")
+        if live:
+            console.print(f"round {r['round']} promoted; served model: {escape(live)}",
+                          highlight=False, soft_wrap=True)
+    current = result.current or "none (nothing promoted yet)"
+    console.print(f"current version: {escape(current)} (* = promoted); report: "
+                  f"{escape(str(result.work_dir / 'improve.json'))}"
+                  + (f", curve: {escape(str(result.plot))}" if result.plot else ""),
+                  highlight=False, soft_wrap=True)

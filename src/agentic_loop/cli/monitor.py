@@ -1,0 +1,137 @@
+"""``agentic-loop monitor``: per-version health from trajectories, and rollback on a regression.
+
+Reads the trajectory log, attributes each run to the registry version that
+served it, prints one row per version (runs, error rate, latency p50/p99,
+mean score, pass rate, thumbs-up ratio, output length), compares the current
+version with the one a rollback would restore, and prints the verdict. With
+``--rollback`` (the default) a breach of the current version rolls the
+registry back (audit entry with the metric, numbers and window) and the live
+server follows. Writes a PNG of the metrics. Exit code 1 on a breach, so a
+cron job or CI step notices.
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["monitor", "--help"])
+    >>> result.exit_code, "--no-rollback" in result.output
+    (0, True)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from agentic_loop.cli import app
+from agentic_loop.cli.common import console
+from agentic_loop.cli.release import DEFAULT_REGISTRY, REGISTRY_HELP, open_registry
+from agentic_loop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentic_loop.distill.release.monitor import MonitorReport
+
+__all__ = ["monitor_command"]
+
+
+def _num(value: float | None, fmt: str = ".2f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+@app.command("monitor")
+def monitor_command(
+    trajectories: Annotated[Path, typer.Option(
+        "--trajectories", help="Trajectory log folder (or .jsonl) the served runs go to.")],
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    window: Annotated[int, typer.Option(
+        "--window", help="Compare the last N runs of each version.")] = 200,
+    hours: Annotated[Optional[float], typer.Option(  # noqa: UP045 - typer needs Optional here
+        "--hours", help="Only runs of the last H hours count.")] = None,
+    min_runs: Annotated[int, typer.Option(
+        "--min-runs", help="Runs each version needs before anything is judged.")] = 30,
+    version: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--version", help="Version to check (default: current).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--baseline", help="Version to compare with (default: the rollback target).")] = None,
+    rollback: Annotated[bool, typer.Option(
+        "--rollback/--no-rollback", help="Roll back the current version on a breach.")] = True,
+    plot: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--plot", help="Where to write the per-version metrics PNG.")] = Path("monitor.png"),
+    json_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--json", help="Also write the report as JSON.")] = None,
+) -> None:
+    """Compare the served version with the one before it from logged runs; roll back on a breach.
+
+    Example:
+
+        agentic-loop monitor --trajectories runs/traj --registry runs/registry --window 200
+    """
+    from agentic_loop.distill.release.monitor import MonitorSettings, monitor
+    from agentic_loop.distill.release.monitor_plot import plot_monitor
+    from agentic_loop.trajectories import TrajectoryLog
+
+    if window < 1 or min_runs < 1 or (hours is not None and hours <= 0):
+        raise ConfigError("--window and --min-runs must be at least 1 and --hours above 0")
+    if not trajectories.exists():
+        raise ConfigError(f"no trajectory log at {trajectories}; pass the folder the served "
+                          "runs are logged to (--trajectories)")
+    settings = MonitorSettings(window_runs=window, window_hours=hours, min_runs=min_runs)
+    report = monitor(TrajectoryLog(trajectories), open_registry(registry), settings=settings,
+                     version=version, baseline=baseline, rollback=rollback)
+    console.print(_table(report))
+    _print_verdict(report)
+    if plot is not None:
+        plot_monitor(report, plot)
+        console.print(f"plot: {escape(str(plot))}", highlight=False)
+    if json_out is not None:
+        from agentic_loop.atomic import atomic_write_bytes
+
+        text = json.dumps(report.to_dict(), indent=2, default=str) + "\n"
+        atomic_write_bytes(json_out, text.encode())
+    if report.verdict == "breach":
+        raise typer.Exit(1)
+
+
+def _table(report: MonitorReport) -> Table:
+    roles = f"{report.version} checked against {report.baseline or 'nothing'}"
+    table = Table(title=f"Versions: {roles} ({escape(report.window)})", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
+                  caption="up: thumbs up / rated runs", caption_justify="left")
+    for column in ("version", "model", "runs", "errors", "p50 s", "p99 s", "score", "pass",
+                   "up", "chars"):
+        left = column in ("version", "model")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column != "model",
+                         overflow="fold", min_width=8 if column == "model" else None)
+    for s in report.stats:
+        table.add_row(s.version, escape(s.model), str(s.runs), _num(s.error_rate, ".1%"),
+                      _num(s.latency_p50), _num(s.latency_p99), _num(s.mean_score),
+                      _num(s.pass_rate, ".1%"),
+                      f"{_num(s.feedback_ratio, '.0%')}/{s.rated}" if s.rated else "-",
+                      _num(s.mean_output_chars, ".0f"))
+    return table
+
+
+def _print_verdict(report: MonitorReport) -> None:
+    if report.unattributed:
+        seen = ", ".join(f"{escape(m)}: {n}" for m, n in sorted(report.unattributed.items()))
+        console.print(f"[yellow]runs of no registry version[/] (skipped): {seen}",
+                      highlight=False, soft_wrap=True)
+    color = {"healthy": "green", "breach": "red"}.get(report.verdict, "yellow")
+    console.print(f"verdict: [bold {color}]{report.verdict}[/]: {escape(report.reason)}",
+                  highlight=False, soft_wrap=True)
+    if report.action == "rolled back":
+        console.print(f"[bold red]rolled back[/] {report.version} -> {report.rolled_back_to}",
+                      highlight=False)
+        if report.sync:
+            console.print(f"live server: {escape(report.sync)}", highlight=False, soft_wrap=True)
+    elif report.action == "hold":
+        console.print(f"{report.version} is not current: nothing to roll back; do not promote "
+                      "it", highlight=False)
+    elif report.verdict == "breach":
+        console.print("--no-rollback: the registry was not changed; roll back with "
+                      "`agentic-loop rollback`", highlight=False)

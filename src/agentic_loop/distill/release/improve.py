@@ -1,0 +1,278 @@
+"""``improve``: the flywheel in rounds: grow, hint retry, train, gate, register, promote.
+
+``distill_loop`` is one manual round on logged runs. ``improve`` makes the
+model produce its own training data, round after round (ReST / expert
+iteration, with STaR's rationalization):
+
+1. **grow**: the architecture (``arch``) with the current model over a task
+   pool, ``samples`` per task at scheduled temperatures, each sample scored
+   by its task's locked rubric of Python checks
+   (:mod:`~agentic_loop.distill.release.improve_grow`); the runs are
+   trajectories in ``round-NNN/grown``;
+2. **hint**: tasks with no passing sample are retried once with the
+   verifier's failed checks as a hint; a hinted answer is logged, and
+   trained on, as an answer to the plain task (``round-NNN/hinted``);
+3. **data**: the round's runs through the one export path
+   (:func:`~agentic_loop.distill.data.export.export_datasets`: PII gate,
+   curation) with the round's score threshold, which rises each round
+   (GRPO trains on the pool's prompt set instead);
+4. **train**: LoRA (by default) from the model the last gate kept;
+5. **gate**: the candidate against that model on a golden set held apart
+   from the pool (:func:`~agentic_loop.distill.release.evaluate.evaluate_models`);
+6. **register**: the candidate is registered with the round's summary in
+   its card and the audit log; PROMOTE promotes it and swaps the served
+   model (``agentic_loop.distill.release.live.sync_served``, when present);
+   ROLLBACK and MANUAL_REVIEW keep the current one.
+
+The loop stops on the round budget, a plateau (the golden pass rate not
+up by ``min_gain`` over its best for ``patience`` rounds), a regression
+(ROLLBACK), or a round with nothing to train on. Every stage is recorded
+in ``round-NNN/state.json`` (:mod:`~agentic_loop.distill.release.improve_state`),
+so a killed run started again skips what it finished. Each round writes
+``report.json``; the run writes ``improve.json`` and ``improve.png``.
+
+Example (options are checked before any model loads):
+    >>> improve("pool.jsonl", golden="golden.jsonl", registry="reg", work_dir="w", samples=0)
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: samples (--samples) must be at least 1, got 0
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentic_loop.distill.release.gate import Decision
+from agentic_loop.distill.release.improve_report import plot_curve
+from agentic_loop.distill.release.improve_round import RoundRunner, round_report, sync_live
+from agentic_loop.distill.release.improve_settings import ImproveSettings
+from agentic_loop.distill.release.improve_state import RoundState, Watermark, write_json
+from agentic_loop.errors import ConfigError
+from agentic_loop.tasks import TaskSpec
+
+__all__ = ["ImproveBackend", "ImproveProgress", "ImproveResult", "ImproveSettings", "improve",
+           "stop_reason", "sync_live"]
+
+IMPROVE_FILE = "improve.json"
+WATERMARK_FILE = "watermark.json"
+
+
+class ImproveProgress(Protocol):
+    """Receives progress: a step starts (with its size, if known), then advances."""
+
+    def start(self, stage: str, total: int | None = None) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+
+def _load_chat(spec: str, temperature: float, max_tokens: int) -> Any:
+    from agentic_loop.models import load_chat_model
+
+    return load_chat_model(spec, temperature=temperature, max_tokens=max_tokens)
+
+
+def _train(data: Path, out: Path, **kwargs: Any) -> Any:
+    from agentic_loop.distill.train import train
+
+    return train(data, out, **kwargs)
+
+
+def _as_spec(spec: str) -> Any:
+    return spec
+
+
+@dataclass(frozen=True)
+class ImproveBackend:
+    """How the loop reaches models; the defaults are the real ones.
+
+    ``chat(spec, temperature, max_tokens)`` makes the sampling model,
+    ``train(data, out, **kwargs)`` is :func:`~agentic_loop.distill.train.train`,
+    ``gate_model(spec)`` is what the gate is given for a model spec (the spec
+    itself, so KL drift can read the weights). Tests swap in scripted models.
+    """
+
+    chat: Callable[[str, float, int], Any] = _load_chat
+    train: Callable[..., Any] = _train
+    gate_model: Callable[[str], Any] = _as_spec
+
+
+@dataclass(frozen=True)
+class ImproveResult:
+    """What an improve run did: each round's report, why it stopped, what serves now."""
+
+    work_dir: Path
+    reports: list[dict[str, Any]]
+    stopped: str
+    reason: str
+    current: str | None
+    plot: Path | None = None
+    settings: ImproveSettings = field(default_factory=ImproveSettings)
+
+    @property
+    def versions(self) -> list[str]:
+        """The versions the rounds registered, in order."""
+        return [r["register"]["version"] for r in self.reports if r.get("register")]
+
+
+def stop_reason(reports: Sequence[dict[str, Any]], settings: ImproveSettings
+                ) -> tuple[str, str] | None:
+    """Why the loop stops after these rounds (``(code, reason)``), or ``None`` to go on.
+
+    >>> r = lambda n, rate: {"round": n, "decision": "MANUAL_REVIEW", "golden": {
+    ...     "baseline": {"pass_rate": 0.5}, "candidate": {"pass_rate": rate}}}
+    >>> stop_reason([r(1, 0.6), r(2, 0.6), r(3, 0.55)], ImproveSettings(patience=2))[0]
+    'plateau'
+    >>> stop_reason([r(1, 0.6), r(2, 0.7)], ImproveSettings(patience=2)) is None
+    True
+    """
+    if not reports:
+        return None
+    last = reports[-1]
+    if last.get("ended"):
+        return "no_data", str(last["ended"])
+    if last.get("decision") == Decision.ROLLBACK.value:
+        return "regression", (f"round {last['round']}: the gate said ROLLBACK; the current "
+                              "model is kept")
+    golden = reports[0].get("golden") or {}
+    best = (golden.get("baseline") or {}).get("pass_rate")
+    misses = 0
+    for report in reports:
+        rate = ((report.get("golden") or {}).get("candidate") or {}).get("pass_rate")
+        if rate is None or best is None or rate >= best + settings.min_gain - 1e-12:
+            best = rate if best is None or (rate is not None and rate > best) else best
+            misses = 0
+        else:
+            misses += 1
+    if misses >= settings.patience:
+        return "plateau", (f"the golden pass rate has not risen by {settings.min_gain:g} over its "
+                           f"best ({best:.3f}) for {misses} rounds")
+    if len(reports) >= settings.rounds:
+        return "rounds", f"the round budget ({settings.rounds}) is spent"
+    return None
+
+
+def _claim(work: Path, settings: ImproveSettings, source: str) -> str:
+    """The run's fingerprint; refuse a work folder another run (other settings) owns."""
+    fingerprint = settings.fingerprint(source)
+    path = work / IMPROVE_FILE
+    if path.is_file():
+        import json
+
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8")).get("fingerprint")
+        except (OSError, ValueError):
+            previous = None
+        if previous not in (None, fingerprint):
+            raise ConfigError(
+                f"the work folder {work} holds an improve run with other settings or tasks "
+                f"(fingerprint {previous}, this run {fingerprint}); pass another --work, or "
+                "delete that folder to start over")
+    return fingerprint
+
+
+def _golden_tasks(golden: str | os.PathLike[str] | Sequence[TaskSpec]) -> list[TaskSpec]:
+    from agentic_loop.distill.release.golden import load_golden
+
+    if isinstance(golden, (str, os.PathLike)):
+        return load_golden(golden)
+    return [g if g.id is not None else g.model_copy(update={"id": str(i)})
+            for i, g in enumerate(golden, start=1)]
+
+
+def improve(
+    tasks: str | os.PathLike[str] | Sequence[TaskSpec] | None = None,
+    *,
+    golden: str | os.PathLike[str] | Sequence[TaskSpec],
+    registry: Any,
+    work_dir: str | os.PathLike[str],
+    trajectories: Sequence[str | os.PathLike[str]] | None = None,
+    settings: ImproveSettings | None = None,
+    backend: ImproveBackend | None = None,
+    progress: ImproveProgress | None = None,
+    **options: Any,
+) -> ImproveResult:
+    """Run improve rounds (see the module doc) and return every round's report.
+
+    Args:
+        tasks: the pool: a task file (JSONL as the golden set) or task specs.
+        golden: the golden set (a file or specs); must share no task with the pool.
+        registry: a :class:`~agentic_loop.distill.release.registry.Registry` or its folder.
+        work_dir: one ``round-NNN`` folder per round, ``improve.json``, ``improve.png``.
+        trajectories: instead of ``tasks``: TrajectoryLog folders or files whose *new*
+            runs (past the watermark in ``work_dir``) give each round its pool.
+        settings: an :class:`ImproveSettings`; ``options`` override its fields
+            (``rounds=2, samples=4, method="sft", thresholds=(7, 8, 9)``, ...).
+        backend: how models are loaded and trained (tests pass scripted ones).
+        progress: receives each stage and its progress (the CLI's display).
+    """
+    settings = replace(settings or ImproveSettings(), **options)
+    if (tasks is None) == (not trajectories):
+        raise ConfigError("pass exactly one pool: tasks (a task file, --tasks) or trajectories "
+                          "(logs whose new runs give each round's tasks, --from-trajectories)")
+    from agentic_loop.distill.release.improve_pool import read_pool, trajectory_pool, write_pool
+    from agentic_loop.distill.release.pipeline import baseline_spec
+    from agentic_loop.distill.release.registry import Registry
+
+    golden_tasks = _golden_tasks(golden)
+    reg = registry if isinstance(registry, Registry) else Registry(registry)
+    work = Path(work_dir).expanduser()
+    source = (os.fspath(tasks) if isinstance(tasks, (str, os.PathLike))
+              else "trajectories" if tasks is None else "tasks")
+    fingerprint = _claim(work, settings, source)
+    file_pool = read_pool(tasks, golden_tasks)[0] if tasks is not None else None
+    runner = RoundRunner(settings, backend or ImproveBackend(), reg, golden_tasks, work,
+                         progress, golden_label=os.fspath(golden)
+                         if isinstance(golden, (str, os.PathLike)) else "given")
+    reports: list[dict[str, Any]] = []
+    stopped: tuple[str, str] | None = None
+    number = 0
+    while stopped is None:
+        number += 1
+        state = RoundState.open(work, number)
+        if not state.started:
+            pool, extra = file_pool, {}
+            if pool is None:
+                assert trajectories is not None
+                found = trajectory_pool(trajectories, Watermark.load(work / WATERMARK_FILE),
+                                        golden_tasks)
+                if not found.tasks:
+                    stopped = ("no_new_tasks", f"no new task with a check in the trajectories "
+                               f"since the last round ({found.runs} new runs)")
+                    break
+                pool = found.tasks
+                extra = {"watermark": found.watermark.to_dict(), "from_runs": found.runs,
+                         "golden_dropped": found.golden_dropped, "unscored": found.unscored}
+            write_pool(state.dir / "pool.jsonl", pool)
+            current = reg.current
+            state.start(model=baseline_spec(reg, settings.base),
+                        version=current.version if current is not None else None,
+                        threshold=settings.threshold_for(number), pool_tasks=len(pool), **extra)
+        if "watermark" in state.data:  # taken by this round: never read again
+            write_json(work / WATERMARK_FILE, state.data["watermark"])
+        runner.run(state)
+        reports.append(round_report(state, settings))
+        write_json(state.dir / "report.json", reports[-1])
+        _write_overall(work, fingerprint, settings, reports, None, reg)
+        stopped = stop_reason(reports, settings)
+    code, reason = stopped
+    plot = _write_overall(work, fingerprint, settings, reports, stopped, reg)
+    current = reg.current
+    return ImproveResult(work, reports, code, reason, current.version if current else None, plot,
+                         settings)
+
+
+def _write_overall(work: Path, fingerprint: str, settings: ImproveSettings,
+                   reports: list[dict[str, Any]], stopped: tuple[str, str] | None,
+                   reg: Any) -> Path | None:
+    plot = plot_curve(reports, work / "improve.png") if reports else None
+    current = reg.current
+    write_json(work / IMPROVE_FILE, {
+        "fingerprint": fingerprint, "settings": settings.to_dict(),
+        "stopped": stopped[0] if stopped else None, "reason": stopped[1] if stopped else None,
+        "current": current.version if current is not None else None,
+        "plot": str(plot) if plot else None, "rounds": reports})
+    return plot

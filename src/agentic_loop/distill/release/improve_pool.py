@@ -1,0 +1,153 @@
+"""The improve loop's task pool: tasks to sample, each with its locked rubric, kept apart from gold.
+
+Why a module: what a round samples decides what it learns, so the pool is
+built one way whichever its source is (a task file, or the tasks seen in
+new trajectories since the last round) and checked before any model runs:
+
+* every task is scored by its **locked** rubric, as GRPO's reward is: its
+  saved rubric or constraints (else the constraints it states) reduced to
+  its Python checks (:func:`~agentic_loop.distill.train.prompt_set.lock_rubric`),
+  so a model never grades its own samples; a task with no check cannot be
+  scored and is left out (counted);
+* the pool is **held apart from the golden set**: a task file that shares a
+  task with the golden set is refused (it would train on the exam); tasks of
+  trajectory logs that match a golden task are dropped and counted, since a
+  served model meets golden-like tasks in real traffic.
+
+Example:
+    >>> from agentic_loop.tasks import TaskSpec
+    >>> pool = [TaskSpec(task="Say hi in 2 words.", constraints={"exact_words": 2}),
+    ...         TaskSpec(task="Name a color.")]
+    >>> specs, skipped = lock_pool(pool)
+    >>> [(s.id, s.rubric().names) for s in specs], skipped
+    ([('p1', ('exact_words',))], 1)
+    >>> check_held_apart(specs, [TaskSpec(task="say hi in 2 words.")], source="pool.jsonl")
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: the pool pool.jsonl shares 1 task with the golden set ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentic_loop.atomic import atomic_write_bytes
+from agentic_loop.distill.data.samples import task_key
+from agentic_loop.distill.data.sources import read_runs
+from agentic_loop.distill.release.improve_state import Watermark
+from agentic_loop.distill.train.prompt_set import lock_rubric, stated_rubric
+from agentic_loop.errors import AgenticLoopError, ConfigError
+from agentic_loop.judges import Rubric
+from agentic_loop.tasks import TaskSpec, load_tasks
+
+__all__ = ["TrajectoryPool", "check_held_apart", "lock_pool", "locked_rubric", "read_pool",
+           "trajectory_pool", "write_pool"]
+
+
+def locked_rubric(spec: TaskSpec) -> Rubric | None:
+    """The checks-only rubric a task is scored by (None when it has no check)."""
+    rubric = spec.rubric() or stated_rubric(spec.task)
+    if rubric is None:
+        return None
+    locked, _ = lock_rubric(rubric, "checks")
+    return locked
+
+
+def lock_pool(specs: Sequence[TaskSpec]) -> tuple[list[TaskSpec], int]:
+    """The distinct tasks that have a check, each with its locked rubric and an id; and how many
+    were left out for having no check."""
+    out: list[TaskSpec] = []
+    seen: set[str] = set()
+    skipped = 0
+    for spec in specs:
+        rubric = locked_rubric(spec)
+        if rubric is None:
+            skipped += 1
+            continue
+        if task_key(spec.task) in seen:
+            continue
+        seen.add(task_key(spec.task))
+        out.append(spec.model_copy(update={
+            "saved_rubric": rubric, "constraints": {},
+            "id": spec.id if spec.id is not None else f"p{len(out) + 1}"}))
+    return out, skipped
+
+
+def check_held_apart(pool: Sequence[TaskSpec], golden: Sequence[TaskSpec], *, source: str) -> None:
+    """Refuse a pool that shares a task with the golden set (it would train on the exam)."""
+    exam = {task_key(g.task) for g in golden}
+    shared = [p.task for p in pool if task_key(p.task) in exam]
+    if shared:
+        plural = "task" if len(shared) == 1 else "tasks"
+        raise ConfigError(
+            f"the pool {source} shares {len(shared)} {plural} with the golden set (first: "
+            f"{shared[0][:80]!r}); the gate must score tasks the model never trained on: "
+            "remove them from the pool, or hold out other golden tasks")
+
+
+def read_pool(tasks: str | os.PathLike[str] | Sequence[TaskSpec],
+              golden: Sequence[TaskSpec]) -> tuple[list[TaskSpec], int]:
+    """A pool from a task file (or task specs): locked, numbered, checked against the golden set.
+
+    Returns the tasks and how many had no check (left out).
+    """
+    source = os.fspath(tasks) if isinstance(tasks, (str, os.PathLike)) else "given"
+    specs = load_tasks(tasks) if isinstance(tasks, (str, os.PathLike)) else list(tasks)
+    pool, skipped = lock_pool(specs)
+    if not pool:
+        raise ConfigError(f"no task of the pool {source} has a check to score it ({skipped} "
+                          "without one); give tasks constraints (e.g. \"constraints\": "
+                          '{"exact_words": 6}) or state them ("in exactly 6 words")')
+    check_held_apart(pool, golden, source=source)
+    return pool, skipped
+
+
+class TrajectoryPool:
+    """The tasks of trajectories past the watermark, and the watermark once they are taken."""
+
+    def __init__(self, tasks: list[TaskSpec], watermark: Watermark, *, runs: int,
+                 unscored: int, golden_dropped: int) -> None:
+        self.tasks = tasks
+        self.watermark = watermark
+        self.runs = runs
+        self.unscored = unscored
+        self.golden_dropped = golden_dropped
+
+
+def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermark,
+                    golden: Sequence[TaskSpec]) -> TrajectoryPool:
+    """The distinct tasks of new trajectories (past ``watermark``) in ``paths``, locked.
+
+    The loop's own grown runs (``metadata["improve"]``) are not tasks of the
+    traffic and are skipped; tasks matching a golden task are dropped (counted).
+    """
+    runs, _, _ = read_runs(list(paths))
+    new = [t for t in runs if watermark.is_new(t) and "improve" not in t.metadata]
+    new.sort(key=lambda t: t.created_at)
+    exam = {task_key(g.task) for g in golden}
+    specs: list[TaskSpec] = []
+    dropped = 0
+    for t in new:
+        if task_key(t.task) in exam:
+            dropped += 1
+            continue
+        try:
+            specs.append(TaskSpec(task=t.task, rubric=t.rubric) if t.rubric
+                         else TaskSpec(task=t.task))
+        except (AgenticLoopError, ValueError, TypeError):
+            specs.append(TaskSpec(task=t.task))  # an unreadable saved rubric: the stated checks
+    pool, unscored = lock_pool(specs)
+    return TrajectoryPool(pool, watermark.after(new), runs=len(new), unscored=unscored,
+                          golden_dropped=dropped)
+
+
+def write_pool(path: Path, pool: Sequence[TaskSpec]) -> None:
+    """Write the round's pool as a task file (each task with its locked rubric), atomically."""
+    lines = [json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                        exclude_defaults=True), ensure_ascii=False)
+             for spec in pool]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))

@@ -1,0 +1,127 @@
+"""What an improve round is worth, with its uncertainty: pass rates, scores, counts, a curve.
+
+Why intervals: a pool of a dozen tasks and a golden set of twenty give
+noisy rates, and "golden 0.45 -> 0.55" means little without its spread.
+Rates carry a 95% Wilson interval (sound near 0 and 1 and for small n,
+where the normal one is not); mean scores a 95% Student-t interval. The
+round's report is ``round-NNN/report.json``; the whole run is
+``improve.json`` and ``improve.png`` (golden and pool pass rate per round,
+the interval as error bars, round 0 the starting model on the golden set).
+
+Example:
+    >>> [round(x, 3) for x in wilson(8, 10)]
+    [0.49, 0.943]
+    >>> rate_stats(3, 4)["pass_rate"]
+    0.75
+    >>> m = mean_stats([7.0, 8.0, 9.0])
+    >>> m["mean"], [round(x, 2) for x in m["interval"]]
+    (8.0, [5.52, 10.48])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.release.improve_pool import locked_rubric
+from agentic_loop.distill.release.stats import wilson
+from agentic_loop.tasks import TaskSpec
+
+__all__ = ["golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line", "wilson"]
+
+def rate_stats(passed: int, total: int) -> dict[str, Any]:
+    """A pass rate with its counts and 95% Wilson interval."""
+    return {"n": total, "passed": passed, "pass_rate": passed / total if total else None,
+            "interval": list(wilson(passed, total))}
+
+
+def mean_stats(values: Sequence[float]) -> dict[str, Any]:
+    """A mean with its 95% Student-t interval (the mean itself when n < 2)."""
+    n = len(values)
+    if n == 0:
+        return {"n": 0, "mean": None, "interval": None}
+    mean = sum(values) / n
+    if n < 2:
+        return {"n": n, "mean": mean, "interval": [mean, mean]}
+    from scipy.stats import t
+
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "interval": [mean - half, mean + half]}
+
+
+def _golden_pass(spec: TaskSpec | None, output: str, score: float, pass_score: float) -> bool:
+    """Every check of the task's locked rubric holds (no check: ``score >= pass_score``)."""
+    rubric = locked_rubric(spec) if spec is not None else None
+    if rubric is None:
+        return score >= pass_score
+    return bool(output) and rubric.evaluate(spec.task if spec else "", output).passed
+
+
+def golden_stats(evaluation: Mapping[str, Any], golden: Sequence[TaskSpec], *,
+                 pass_score: float = 8.0) -> dict[str, Any]:
+    """Pass rate and mean score of both models on the golden set, from an evaluation's dict.
+
+    Single-shot outputs are what the gate compared; a task passes when every
+    check of its locked rubric holds on the output (see :func:`_golden_pass`).
+    """
+    by_id = {str(g.id): g for g in golden}
+    tasks = evaluation.get("tasks") or []
+    out: dict[str, Any] = {"tasks": len(tasks)}
+    for side in ("baseline", "candidate"):
+        scores = [float(t[side]) for t in tasks]
+        flags = [_golden_pass(by_id.get(str(t["id"])), t.get(f"{side}_output") or "",
+                              float(t[side]), pass_score) for t in tasks]
+        out[side] = {**rate_stats(sum(flags), len(flags)), "score": mean_stats(scores)}
+    return out
+
+
+def _fmt_rate(stats: Mapping[str, Any] | None) -> str:
+    if not stats or stats.get("pass_rate") is None:
+        return "n/a"
+    low, high = stats["interval"]
+    return f"{stats['pass_rate']:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    """One line for the audit log and the model card: what the round did and found."""
+    golden = report.get("golden") or {}
+    data = report.get("data") or {}
+    pool = report.get("pool") or {}
+    parts = [f"improve round {report['round']} from {report['model']}",
+             f"pool pass {_fmt_rate(pool)}",
+             f"golden pass {_fmt_rate(golden.get('baseline'))} -> "
+             f"{_fmt_rate(golden.get('candidate'))}",
+             f"sft rows {data.get('sft_rows', 0)}, pairs {data.get('pairs', 0)}, "
+             f"hinted {(report.get('hint') or {}).get('accepted', 0)}"]
+    if report.get("decision"):
+        parts.append(f"gate {report['decision']}")
+    return "; ".join(parts)
+
+
+def _point(x: int, stats: Mapping[str, Any] | None) -> list[tuple[float, float, float, float]]:
+    if not stats or stats.get("pass_rate") is None:
+        return []
+    low, high = stats["interval"]
+    return [(float(x), float(stats["pass_rate"]), float(low), float(high))]
+
+
+def plot_curve(reports: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """The golden and pool pass rate per round, with intervals (``None`` with nothing to plot)."""
+    from agentic_loop.plots import plot_rates
+
+    golden: list[tuple[float, float, float, float]] = []
+    pool: list[tuple[float, float, float, float]] = []
+    for report in reports:
+        stats = report.get("golden") or {}
+        if not golden:
+            golden += _point(0, stats.get("baseline"))  # the starting model
+        golden += _point(int(report["round"]), stats.get("candidate"))
+        pool += _point(int(report["round"]), report.get("pool"))
+    if not golden and not pool:
+        return None
+    plot_rates({"golden (candidate; round 0: start)": golden, "pool samples": pool}, path,
+               title="improve: pass rate per round (95% Wilson intervals)")
+    return path

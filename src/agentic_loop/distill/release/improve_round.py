@@ -1,0 +1,246 @@
+"""One improve round, stage by stage: grow, hint, data, train, gate, register.
+
+Why a module of its own: :mod:`~agentic_loop.distill.release.improve` decides
+*whether* to run another round; this runs one, and runs it resumably. Each
+stage is a method that does its work from scratch and returns what the
+round's ``state.json`` records; :meth:`RoundRunner.run` skips the stages
+the state says are finished, so a killed round continues where it stopped.
+:func:`round_report` turns a round's state into its report.
+
+Example (a round that has not started reports nothing yet):
+    >>> import tempfile
+    >>> from agentic_loop.distill.release.improve_state import RoundState
+    >>> from agentic_loop.distill.release.improve_settings import ImproveSettings
+    >>> state = RoundState.open(tempfile.mkdtemp(), 1)
+    >>> state.start(model="local", threshold=7.0)
+    >>> round_report(state, ImproveSettings())["pool"] is None
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.release.gate import Decision
+from agentic_loop.distill.release.improve_grow import (
+    failed_tasks,
+    grow,
+    hint_retry,
+    outcomes,
+    pool_counts,
+)
+from agentic_loop.distill.release.improve_report import golden_stats, rate_stats, summary_line
+from agentic_loop.distill.release.improve_settings import ImproveSettings
+from agentic_loop.distill.release.improve_state import STAGES, RoundState, write_json
+from agentic_loop.tasks import TaskSpec, load_tasks
+from agentic_loop.trajectories import TrajectoryLog
+
+__all__ = ["RoundRunner", "round_report", "sync_live"]
+
+
+class RoundRunner:
+    """Runs a round's unfinished stages; one runner serves every round of an improve run."""
+
+    def __init__(self, settings: ImproveSettings, backend: Any, registry: Any,
+                 golden: list[TaskSpec], work: Path, progress: Any = None, *,
+                 golden_label: str = "given") -> None:
+        self.settings = settings
+        self.backend = backend
+        self.registry = registry
+        self.golden = golden
+        self.work = work
+        self.progress = progress
+        self.golden_label = golden_label
+
+    def run(self, state: RoundState) -> None:
+        """Run every stage ``state`` has not finished, in order, recording each when it ends."""
+        pool = load_tasks(state.dir / "pool.jsonl")
+        for stage in STAGES:
+            if state.data.get("ended"):
+                return
+            if state.done(stage):
+                continue
+            started = time.perf_counter()
+            result = getattr(self, f"_{stage}")(state, pool)
+            state.finish(stage, result, seconds=time.perf_counter() - started)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _start(self, state: RoundState, stage: str, total: int | None = None) -> None:
+        if self.progress is not None:
+            self.progress.start(f"round {state.number}: {stage}", total)
+
+    def _advance(self) -> Callable[[int], None] | None:
+        return self.progress.advance if self.progress is not None else None
+
+    def _arch(self, state: RoundState) -> Callable[[float], Any]:
+        from agentic_loop.architectures import create_architecture
+
+        model, s = state.data["model"], self.settings
+        memory = state.dir / "memory"
+
+        def make(temperature: float) -> Any:
+            return create_architecture(
+                s.arch, self.backend.chat(model, temperature, s.max_tokens),
+                max_iterations=s.max_iterations, archive=str(memory / "archive"),
+                reflections=str(memory / "reflections"))
+
+        return make
+
+    def _temperatures(self, state: RoundState) -> list[float]:
+        return [self.settings.temperature_for(state.number, k)
+                for k in range(self.settings.samples)]
+
+    # -- stages -------------------------------------------------------------------------
+
+    def _grow(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        temperatures = self._temperatures(state)
+        self._start(state, f"grow ({self.settings.arch}, {len(temperatures)} samples/task)",
+                    len(pool) * len(temperatures))
+        runs = grow(self._arch(state), pool, state.dir / "grown", round_number=state.number,
+                    temperatures=temperatures, max_concurrency=self.settings.max_concurrency,
+                    advance=self._advance())
+        return {**pool_counts(outcomes(runs, pool)), "temperatures": temperatures}
+
+    def _hint(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        if not self.settings.hint_retry or self.settings.method == "grpo":
+            return {"skipped": True, "retried": 0, "accepted": 0}
+        runs = TrajectoryLog(state.dir / "grown").read()
+        failed = failed_tasks(outcomes(runs, pool), pool)
+        self._start(state, "hint retry", len(failed))
+        hinted = hint_retry(self._arch(state), failed, state.dir / "hinted",
+                            round_number=state.number, temperature=self._temperatures(state)[0],
+                            max_concurrency=self.settings.max_concurrency,
+                            advance=self._advance())
+        return {"retried": len(failed), "accepted": sum(t.accepted for t in hinted)}
+
+    def _data(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        s = self.settings
+        if s.method == "grpo":
+            return {"prompts": len(pool), "source": str(state.dir / "pool.jsonl"),
+                    "sft_rows": 0, "pairs": 0}
+        from agentic_loop.distill.data.errors import EmptyExportError
+        from agentic_loop.distill.data.export import export_datasets
+
+        logs = [state.dir / name for name in ("grown", "hinted")
+                if (state.dir / name / TrajectoryLog.FILE).is_file()]
+        threshold = float(state.data["threshold"])
+        self._start(state, f"export (score >= {threshold:g})")
+        try:
+            report = export_datasets(logs, state.dir / "data", min_score=threshold / 10,
+                                     progress=self.progress, **dict(s.export_options))
+        except EmptyExportError as exc:
+            return self._end(state, f"round {state.number}: nothing to train on: {exc}")
+        needs = {"sft": report.sft_rows, "dpo": report.pairs}
+        missing = [k for k in ("sft", "dpo") if k in s.method and not needs[k]]
+        result = {"sft_rows": report.sft_rows, "pairs": report.pairs, "dir": str(report.out_dir)}
+        if missing:
+            what = " and ".join("SFT rows" if m == "sft" else "DPO pairs" for m in missing)
+            return {**result, **self._end(
+                state, f"round {state.number}: no {what} above the threshold {threshold:g} for "
+                       f"method {s.method}; lower --thresholds or raise --samples")}
+        return result
+
+    def _end(self, state: RoundState, reason: str) -> dict[str, Any]:
+        state.data["ended"] = reason
+        return {"empty": True, "reason": reason, "sft_rows": 0, "pairs": 0}
+
+    def _train(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        s = self.settings
+        source = state.dir / ("pool.jsonl" if s.method == "grpo" else "data")
+        self._start(state, f"train ({s.method})")
+        result = self.backend.train(source, state.dir / "model", method=s.method,
+                                    base=state.data["model"], **s.train_kwargs())
+        return {"model_dir": str(result.model_dir), "spec": result.spec,
+                "steps": sum(stage.steps for stage in result.stages),
+                "loss": result.card.metrics.get("final_train_loss"), "reused": result.skipped}
+
+    def _gate(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        from agentic_loop.distill.release.evaluate import evaluate_models
+
+        baseline, candidate = state.data["model"], state.result("train")["spec"]
+        self._start(state, f"gate vs {baseline}")
+        report = evaluate_models(self.backend.gate_model(baseline),
+                                 self.backend.gate_model(candidate), self.golden,
+                                 arch=self.settings.eval_arch, plot_path=state.dir / "eval.png",
+                                 **self.settings.eval_kwargs())
+        data = report.to_dict()
+        write_json(state.dir / "eval.json", data)
+        return {"decision": report.decision.value, "reasons": report.reasons,
+                "golden": golden_stats(data, self.golden, pass_score=self.settings.pass_score),
+                "card_entry": report.card_entry(golden=self.golden_label)}
+
+    def _register(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        from agentic_loop.distill.release.pipeline import register_evaluated
+
+        gate = state.result("gate")
+        report = round_report(state, self.settings)
+        line = summary_line(report)
+        improve = {"round": state.number, "work_dir": str(self.work), "summary": line,
+                   "pool": report["pool"], "golden": report["golden"], "data": report["data"],
+                   "hint": report["hint"], "threshold": report["threshold"]}
+        self._start(state, "register")
+        baseline = state.data["model"]
+        version = register_evaluated(
+            self.registry, state.result("train")["model_dir"],
+            {**gate["card_entry"], "improve": improve}, baseline=baseline, notes=line,
+            reason=f"{line}; gate PROMOTE vs {baseline}", gate={"improve": improve})
+        promoted = gate["decision"] == Decision.PROMOTE.value
+        return {"version": version.version, "promoted": promoted,
+                "live": sync_live(self.registry) if promoted else None}
+
+
+def sync_live(registry: Any) -> str:
+    """Swap the served model to the registry's current version, when the live module exists.
+
+    Returns what the swap said, or why nothing was swapped; never raises,
+    since the promotion it follows has already happened.
+    """
+    try:
+        live = importlib.import_module("agentic_loop.distill.release.live")
+    except ModuleNotFoundError as exc:
+        if exc.name != "agentic_loop.distill.release.live":
+            return f"not swapped: the live module failed to import ({exc})"
+        return "not swapped: agentic_loop.distill.release.live is not available"
+    try:
+        return str(live.sync_served(registry))
+    except Exception as exc:  # noqa: BLE001 - the promotion stands; the report says what failed
+        return f"not swapped: {type(exc).__name__}: {exc}"
+
+
+def round_report(state: RoundState, settings: ImproveSettings) -> dict[str, Any]:
+    """A round's report from its state: pool and golden pass rates with intervals, counts, time."""
+    stages = state.data["stages"]
+
+    def result(stage: str) -> dict[str, Any] | None:
+        return dict(stages[stage]["result"]) if stage in stages else None
+
+    grown, gate = result("grow"), result("gate")
+    pool = None
+    if grown is not None:
+        pool = {**rate_stats(grown["passed"], grown["samples"]), "tasks": grown["tasks"],
+                "tasks_solved": grown["tasks_solved"], "temperatures": grown["temperatures"]}
+    hint = result("hint")
+    data = result("data")
+    train = result("train")
+    return {
+        "round": state.number, "model": state.data.get("model"),
+        "from_version": state.data.get("version"), "threshold": state.data.get("threshold"),
+        "method": settings.method, "arch": settings.arch, "pool": pool,
+        "hint": hint and {"retried": hint["retried"], "accepted": hint["accepted"]},
+        "data": data and {"accepted": grown["passed"] if grown else 0,
+                          "hinted": hint["accepted"] if hint else 0,
+                          "sft_rows": data.get("sft_rows", 0), "pairs": data.get("pairs", 0),
+                          "prompts": data.get("prompts")},
+        "train": train and {k: train[k] for k in ("model_dir", "steps", "loss")},
+        "golden": gate["golden"] if gate else None,
+        "decision": gate["decision"] if gate else None,
+        "reasons": gate["reasons"] if gate else [],
+        "register": result("register"),
+        "seconds": state.seconds(),
+        "ended": state.data.get("ended"),
+    }

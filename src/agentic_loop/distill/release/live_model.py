@@ -1,0 +1,200 @@
+"""``load_chat_model("registry:<dir>")``: always the registry's current version.
+
+A client that names the registry instead of a version never has to change
+after a promote or rollback:
+
+* when ``agentic-loop serve`` serves the registry (a live ``serving.json``
+  that follows ``current``), the spec is that server under its stable name,
+  an OpenAI-compatible model: the server itself follows ``current``;
+* otherwise it is a :class:`RegistryChatModel`, in-process: before each call
+  it ``stat``\\ s ``index.json`` (cheap) and, only when that changed, reads
+  ``current`` and loads the new version's weights. A call already running
+  finishes on the version it started with.
+
+This module lives in ``distill/release`` (where the registry is) and
+``agentic_loop.models`` reaches it through a lazy import when it meets a
+``registry:`` spec: the one import from ``models`` into ``distill``, so that
+the registry stays the one reader of its index (rebuilt from the audit log,
+corruption reported) and of ``serving.json``.
+
+Example (a fake model stands in for the weights; the registry is real):
+    >>> import tempfile, pathlib
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> reg = Registry(tmp / "registry")
+    >>> for n in ("a", "b"):
+    ...     (tmp / n).mkdir(); _ = (tmp / n / "config.json").write_text("{}")
+    ...     _ = reg.register(tmp / n)
+    >>> _ = reg.promote("v1")
+    >>> def fake(path: str) -> ScriptedChatModel:
+    ...     return ScriptedChatModel(default=f"answer of {pathlib.Path(path).name}")
+    >>> llm = RegistryChatModel(registry=str(reg.root), loader=fake)
+    >>> llm.invoke("hi").content, llm.model_id
+    ('answer of a', 'registry@v1')
+    >>> _ = reg.promote("v2")
+    >>> llm.invoke("hi").content, llm.model_id
+    ('answer of b', 'registry@v2')
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from agentic_loop.distill.release.live import index_signature, live_server
+from agentic_loop.distill.release.registry import ModelVersion, Registry
+from agentic_loop.models.errors import ModelLoadError
+
+__all__ = ["RegistryChatModel", "load_registry_model", "registry_model_dir"]
+
+Loader = Callable[[str], BaseChatModel]
+
+
+def registry_model_dir(root: str | os.PathLike[str]) -> Path:
+    """The directory of the registry's current version (for ``resolve_model_dir``)."""
+    return Path(Registry(Path(root).expanduser()).get("current").path)
+
+
+def load_registry_model(root: str | os.PathLike[str], **kw: Any) -> BaseChatModel:
+    """The model behind ``"registry:<root>"`` (see the module doc); ``kw`` go to the model."""
+    from agentic_loop.models import load_chat_model
+
+    path = Path(root).expanduser()
+    if not path.is_dir():
+        raise ModelLoadError(f"there is no model registry at {path} (from 'registry:{root}'); "
+                             "pass the folder `agentic-loop register --registry` wrote")
+    Registry(path).get("current")  # a clear error now when nothing is promoted
+    state = live_server(path)
+    if state is not None and state.follow:
+        check = kw.pop("check", state.state == "ready")
+        return load_chat_model(state.spec, model=state.name, check=check, **kw)
+    kw.pop("check", None)
+    return RegistryChatModel(registry=str(path), model_kwargs=kw)
+
+
+class RegistryChatModel(BaseChatModel):
+    """The registry's current version, in-process, reloaded when ``current`` moves.
+
+    ``model_kwargs`` go to ``load_chat_model("local:<dir>", ...)`` for each
+    version; ``loader`` (path -> chat model) replaces that, for tests.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    registry: str
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    loader: Loader | None = None
+
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _signature: tuple[int, int, int] | None = PrivateAttr(default=None)
+    _entry: ModelVersion | None = PrivateAttr(default=None)
+    _model: BaseChatModel | None = PrivateAttr(default=None)
+    _structured: dict[tuple[str, int, bool], tuple[Any, Runnable[Any, Any]]] = PrivateAttr(
+        default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "agentic-loop-registry"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"registry": self.registry, "model_id": self.model_id}
+
+    @property
+    def model_id(self) -> str:
+        """``<registry folder>@<version>`` of the version answering now (trajectories keep it)."""
+        self.current()
+        version = self._entry.version if self._entry is not None else "none"
+        return f"{Path(self.registry).name}@{version}"
+
+    @property
+    def version(self) -> str:
+        """The registry version answering now."""
+        self.current()
+        return self._entry.version if self._entry is not None else "none"
+
+    def current(self) -> BaseChatModel:
+        """The current version's chat model (loaded when ``current`` moved since the last call)."""
+        signature = index_signature(self.registry)
+        with self._lock:
+            if self._model is not None and signature == self._signature:
+                return self._model
+            entry = Registry(self.registry).get("current")
+            if self._model is None or self._entry is None or entry.version != self._entry.version:
+                self._model = self._load(entry)
+                self._entry = entry
+            self._signature = signature
+            return self._model
+
+    def _load(self, entry: ModelVersion) -> BaseChatModel:
+        if self.loader is not None:
+            return self.loader(entry.path)
+        if entry.adapter:
+            raise ModelLoadError(
+                f"registry {self.registry}'s current version {entry.version} is a LoRA adapter "
+                f"({entry.path}), which loads behind vLLM only: serve the registry with "
+                f"`agentic-loop serve --registry {self.registry}` ('registry:' then goes "
+                "through it), or register a merged model (`agentic-loop distill` merges by "
+                "default)")
+        from agentic_loop.models import load_chat_model
+
+        kw = {"model_id": f"{Path(self.registry).name}@{entry.version}", **self.model_kwargs}
+        return load_chat_model(f"local:{entry.path}", **kw)
+
+    # -- delegation: every call goes to the version current at its start ------
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return self.current()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        yield from self.current()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def batch(self, inputs: list[LanguageModelInput],
+              config: RunnableConfig | list[RunnableConfig] | None = None, *,
+              return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
+        """The current version's ``batch`` (a local model decodes them in shared batches)."""
+        return self.current().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    def with_structured_output(self, schema: Any = None, *, include_raw: bool = False,
+                               **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
+        """The current version's structured output, looked up again at each call."""
+
+        def structured() -> Runnable[Any, Any]:
+            model = self.current()
+            key = (self.version, id(schema), include_raw)
+            if key not in self._structured:
+                runnable = model.with_structured_output(schema, include_raw=include_raw, **kwargs)
+                self._structured = {key: (schema, runnable)}  # only the current version's
+            return self._structured[key][1]
+
+        structured()  # a bad schema fails here, not mid-run
+        return _per_call(structured, f"registry-structured[{getattr(schema, '__name__', '')}]")
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
+        """The current version's ``bind_tools``, looked up again at each call."""
+        return _per_call(lambda: self.current().bind_tools(tools, tool_choice=tool_choice,
+                                                           **kwargs), "registry-tools")
+
+
+def _per_call(make: Callable[[], Runnable[Any, Any]], name: str) -> Runnable[Any, Any]:
+    def call(value: Any, config: RunnableConfig) -> Any:
+        return make().invoke(value, config)
+
+    async def acall(value: Any, config: RunnableConfig) -> Any:
+        return await make().ainvoke(value, config)
+
+    return RunnableLambda(call, afunc=acall, name=name)

@@ -1,0 +1,305 @@
+"""Serve a registry under one stable name and follow its ``current`` pointer (promote, rollback).
+
+:func:`serve_registered` starts vLLM on the registry's current version
+under a name that never changes (see :mod:`~agentic_loop.distill.release.live`),
+records it in ``<registry>/serving.json`` and, in a background thread, checks
+``index.json`` every ``poll_s`` seconds (a ``stat``; the index is read only
+when it changed). When ``current`` moves:
+
+* an adapter on the same base is swapped into the running vLLM under the
+  same name (no restart, no failed request);
+* anything else restarts vLLM on the new weights behind the same port;
+  ``serving.json`` says ``restarting`` meanwhile. A version that does not
+  start is recorded as failed, and vLLM comes back on the version it served.
+
+Only this process restarts its vLLM, so no signal crosses processes:
+``agentic-loop promote`` swaps adapters itself and otherwise leaves the
+restart to this watcher. ``serving.json`` is removed on a clean exit; after a
+crash its dead pid marks it stale.
+
+Example (a registry with nothing promoted cannot be served):
+    >>> import tempfile
+    >>> serve_registered(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.distill.release.registry.RegistryError: registry ... has no current version yet...
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Self
+
+from agentic_loop.distill.release.live import (
+    ServingState,
+    clear_serving,
+    index_signature,
+    live_server,
+    needs_restart,
+    read_serving,
+    serving_lock,
+    short_error,
+    stable_name,
+    state_for,
+    sync_served,
+    write_serving,
+)
+from agentic_loop.distill.release.registry import ModelVersion, Registry
+from agentic_loop.distill.release.serve import (
+    ServeError,
+    VLLMServer,
+    free_port,
+    lora_rank,
+    lora_rank_bucket,
+    serve,
+)
+from agentic_loop.errors import AgenticLoopError
+
+__all__ = ["RegistryServer", "serve_registered"]
+
+log = logging.getLogger(__name__)
+
+
+class RegistryServer:
+    """vLLM serving a registry's version under one name; follows ``current`` when ``follow``.
+
+    Use it as a context manager, or :meth:`wait` until Ctrl-C. ``spec`` and
+    ``model`` are what ``load_chat_model`` takes, and never change.
+    """
+
+    def __init__(self, registry: Registry, *, name: str, version: str = "current",
+                 poll_s: float = 2.0, timeout: float = 300.0, host: str = "127.0.0.1",
+                 port: int | None = None, **serve_kw: Any) -> None:
+        self.registry = registry
+        self.model = name
+        self.follow = str(version) == "current"
+        self.poll_s = poll_s
+        self.timeout = timeout
+        self.host = host
+        self.port = port or free_port(host)
+        self.base_url = f"http://{host}:{self.port}/v1"
+        self._serve_kw = serve_kw
+        self._entry = registry.get(version)
+        self._server: VLLMServer | None = None
+        self._stop = threading.Event()
+        self._restarting = False
+        self._fatal: str | None = None  # why vLLM could not be brought back after a restart
+        self._signature: tuple[int, int, int] | None = None
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"RegistryServer({self.base_url!r}, model={self.model!r}, {self.version})"
+
+    # -- what clients use ---------------------------------------------------
+
+    @property
+    def spec(self) -> str:
+        """The ``load_chat_model`` spec of this server (with ``model=self.model``)."""
+        return f"openai:{self.base_url}"
+
+    @property
+    def version(self) -> str:
+        """The registry version being served now."""
+        return self._entry.version
+
+    @property
+    def server(self) -> VLLMServer:
+        """The vLLM process serving now (a new one after each restart)."""
+        if self._server is None:
+            raise ServeError(f"the server of {self.registry.root} has not been started; call "
+                             "start() first")
+        return self._server
+
+    @property
+    def running(self) -> bool:
+        """True while vLLM runs (or is being restarted on a new version)."""
+        return self._restarting or (self._server is not None and self._server.running)
+
+    @property
+    def log_path(self) -> Path:
+        """The log of the vLLM process serving now."""
+        return self.server.log_path
+
+    def served_models(self, timeout: float = 5.0) -> list[str]:
+        """The model names vLLM lists at ``/v1/models``."""
+        return self.server.served_models(timeout)
+
+    def chat_model(self, **kw: Any) -> Any:
+        """A LangChain chat model talking to this server under the stable name."""
+        from agentic_loop.models import load_chat_model
+
+        return load_chat_model(self.spec, model=kw.pop("model", self.model), **kw)
+
+    # -- life cycle ---------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start vLLM on the version, record ``serving.json``, start following ``current``."""
+        with serving_lock(self.registry.root):
+            other = live_server(self.registry.root)
+            if other is not None:
+                raise ServeError(
+                    f"registry {self.registry.root} is already served as '{other.name}' at "
+                    f"{other.url} by pid {other.pid}; use that server, or stop it first")
+            self._write(state="starting", target=self._entry.version, **state_for(self._entry))
+        atexit.register(self.stop)
+        try:
+            self._server = self._launch(self._entry)
+        except BaseException:
+            self.stop()
+            raise
+        with serving_lock(self.registry.root):
+            self._write(state="ready", target=None, **state_for(self._entry))
+        self._signature = index_signature(self.registry)
+        if self.follow:
+            self._thread = threading.Thread(target=self._watch, name="registry-follow",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def _launch(self, entry: ModelVersion) -> VLLMServer:
+        server = serve(entry.path, name=self.model, port=self.port, host=self.host,
+                       max_lora_rank=self._max_rank(), wait=False, **self._serve_kw)
+        try:
+            server.wait_until_ready(self.timeout, cancel=self._stop)
+        except BaseException:
+            server._owns_log = False  # keep the log the error points to
+            server.stop()
+            raise
+        return server
+
+    def _max_rank(self) -> int:
+        """A LoRA rank that fits every registered adapter, so later ones swap in live."""
+        return lora_rank([v.path for v in self.registry.versions() if v.adapter])
+
+    def _write(self, **fields: Any) -> None:
+        mode = fields.get("mode")
+        state = ServingState(name=self.model, url=self.base_url, port=self.port,
+                             pid=os.getpid(), follow=self.follow,
+                             max_lora_rank=lora_rank_bucket(self._max_rank())
+                             if mode == "adapter" else None, **fields)
+        write_serving(self.registry.root, state)
+
+    # -- following current --------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.check()
+            except Exception as exc:  # noqa: BLE001 - the watcher must outlive one bad poll
+                log.warning("following %s failed: %s", self.registry.root, exc)
+
+    def check(self) -> str | None:
+        """Follow ``current`` once if ``index.json`` changed; what happened, or None."""
+        signature = index_signature(self.registry)
+        if signature == self._signature:
+            return None
+        self._signature = signature
+        current = self.registry.current
+        if current is None or current.version == self._entry.version:
+            return None
+        state = _read_own(self.registry.root)
+        if state is not None and state.failed == current.version:
+            return None  # it did not start before; promote another version to move on
+        if state is not None and not needs_restart(state, current):
+            message = sync_served(self.registry)  # the same swap promote does, under its lock
+            after = _read_own(self.registry.root)
+            if after is not None and after.version == current.version:
+                self._entry = current
+            return message
+        return self.restart(current)
+
+    def restart(self, entry: ModelVersion) -> str:
+        """Restart vLLM on ``entry`` behind the same port; back on the old version if it fails."""
+        old = self._entry
+        self._restarting = True
+        try:
+            with serving_lock(self.registry.root):
+                self._write(state="restarting", target=entry.version, **state_for(old))
+            self.server.stop()
+            try:
+                self._server = self._launch(entry)
+            except AgenticLoopError as exc:
+                if self._stop.is_set():
+                    raise
+                error = short_error(exc)
+                log.warning("%s did not start (%s); back on %s", entry.version, error,
+                            old.version)
+                try:
+                    self._server = self._launch(old)
+                except AgenticLoopError as again:
+                    self._fatal = (f"{entry.version} did not start ({error}), and neither did "
+                                   f"{old.version} again ({short_error(again)}); nothing is "
+                                   "served: fix the model and run `agentic-loop serve` again")
+                    raise
+                with serving_lock(self.registry.root):
+                    self._write(state="ready", failed=entry.version, error=error,
+                                **state_for(old))
+                return f"{entry.version} did not start ({error}); back on {old.version}"
+            self._entry = entry
+            with serving_lock(self.registry.root):
+                self._write(state="ready", **state_for(entry))
+            return f"restarted on {entry.version} under '{self.model}'"
+        finally:
+            self._restarting = False
+
+    def wait(self) -> int:
+        """Block until vLLM exits by itself (or Ctrl-C: a clean stop). Returns the exit code.
+
+        Raises :class:`ServeError` when a restart left nothing to serve.
+        """
+        try:
+            while True:
+                if self._fatal is not None and not self._restarting:
+                    self.stop()
+                    raise ServeError(self._fatal)
+                server = self._server
+                code = server.process.poll() if server is not None else 0
+                if code is not None and not self._restarting and server is self._server:
+                    if code != 0 and server is not None:
+                        server._owns_log = False  # it died by itself: keep its log
+                    self.stop()
+                    return code
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            return self.stop() or 0
+
+    def stop(self) -> int | None:
+        """Stop following and serving; remove ``serving.json``. Returns vLLM's exit code."""
+        atexit.unregister(self.stop)
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.timeout + 60)
+        code = self._server.stop() if self._server is not None else None
+        clear_serving(self.registry.root, os.getpid())
+        return code
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _read_own(root: Path) -> ServingState | None:
+    state = read_serving(root)
+    return state if state is not None and state.pid == os.getpid() else None
+
+
+def serve_registered(registry: Registry | str | os.PathLike[str], version: str | int = "current",
+                     *, name: str | None = None, poll_s: float = 2.0, timeout: float = 300.0,
+                     **kw: Any) -> RegistryServer:
+    """Serve a registry version under its stable name (see :func:`~.live.stable_name`).
+
+    ``"current"`` (the default) follows promote and rollback; a fixed version
+    (``"v3"``) stays on it. Other keywords go to :func:`~.serve.serve`
+    (``port``, ``host``, ``python``, ``device``, ``max_model_len`` ...).
+    """
+    reg = registry if isinstance(registry, Registry) else Registry(registry)
+    reg.get(version)  # a clear error before anything starts
+    return RegistryServer(reg, name=stable_name(reg, name), version=str(version), poll_s=poll_s,
+                          timeout=timeout, **kw).start()
