@@ -131,8 +131,11 @@ class RoundRunner:
         threshold = float(state.data["threshold"])
         self._start(state, f"export (score >= {threshold:g})")
         try:
+            # no latency-outlier filter by default: a hinted retry is slower by design (it is
+            # a second call with a longer prompt), and these runs are the loop's own
+            options = {"latency_z": None, **dict(s.export_options)}
             report = export_datasets(logs, state.dir / "data", min_score=threshold / 10,
-                                     progress=self.progress, **dict(s.export_options))
+                                     progress=self.progress, **options)
         except EmptyExportError as exc:
             return self._end(state, f"round {state.number}: nothing to train on: {exc}")
         needs = {"sft": report.sft_rows, "dpo": report.pairs}
