@@ -3,7 +3,8 @@
 Why: a verifier is only worth what the loop does with its signal. A small
 model fails a check often but not always, so drawing several answers to the
 *same* prompt and letting the checks pick turns its occasional pass into a
-round's pass (``refine="resample"`` beat feedback on the 135M model,
+round's pass (on 200 held-out tasks with the 135M model, best-of-4 passed
+31% against single-shot's 17% at 1.9x its LLM-seconds, and resampling 25%,
 bench/results/quality.json; best-of-n is the same idea inside one round, at
 the cost of one batched generation). The n samples of a round are asked
 together: the calls run concurrently, so the embedded engine decodes them as

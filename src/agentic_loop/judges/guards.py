@@ -23,8 +23,9 @@ What each flag means:
   word trigrams come from one, or its words match one's at a similarity of
   0.8+ (difflib's ratio over the word sequences, which catches short
   answers too). A small model shown accepted answers to similar tasks
-  copies them (the warm archive measured worse than an empty one,
-  bench/results/quality.json), and a copy trained on teaches copying. The
+  copies them (the warm archive once measured worse than an empty one,
+  10% vs 20%; see the README's quality table), and a copy trained on teaches
+  copying. The
   caller leaves out exemplars of the very same task, whose answer may be
   repeated rightly;
 - ``check_wording``: the output recites a check's own description (a run
