@@ -7,7 +7,7 @@ import pytest
 from agentic_loop.architectures import ArchiveRefine, Reflection
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import Archive
-from agentic_loop.models.wrappers import chat_model_of
+from agentic_loop.models.wrappers import chat_model_of, model_id_of
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def test_best_of_n_decodes_its_samples_together(local_llm):
     batches = engine.stats["batches"] - before["batches"]
     assert requests == 4 and batches < 4  # the samples shared decoding batches
     [round_] = result.trace
-    assert round_.model == "local" and len(round_.alternatives) == 3
+    assert round_.model == model_id_of(local_llm) and len(round_.alternatives) == 3
     assert result.usage.llm_seconds > 0
     best = (round_.passed, round_.score)
     assert all((c.passed, c.score) <= best for c in round_.alternatives)

@@ -113,7 +113,7 @@ def test_langgraph_dev_serves_all_three_graphs(server):
         assert {"output", "score", "passed", "features", "stop_reason", "iterations"} <= set(
             schemas["output_schema"]["properties"])
         assert set(schemas["context_schema"]["properties"]) == {
-            "constraints", "target_score", "max_iterations"}
+            "constraints", "target_score", "max_iterations", "samples_per_round", "temperature"}
 
         thread = client.threads.create()
         started = time.perf_counter()
