@@ -24,28 +24,25 @@ Example:
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.release.stats import compare, holm, verdict, wilson
+from agentic_loop.distill.release.stats import compare, holm, t_interval, verdict, wilson
 
 BASELINE = "single-shot"
 DELTA = 0.10  # the pass-rate difference the power note is about
 NOT_COMPARED = {"none"}  # the fixed reply is a floor, not a hypothesis
 
 
-def t_interval(values: Sequence[float], lo: float = 0.0, hi: float = 10.0) -> list[float] | None:
-    """Student-t 95% interval of a mean, clipped to ``[lo, hi]``; None below two values."""
-    from scipy.stats import t
-
-    if len(values) < 2:
+def score_interval(values: Sequence[float], lo: float = 0.0,
+                   hi: float = 10.0) -> list[float] | None:
+    """Student-t 95% interval of a mean score, clipped to ``[lo, hi]``; None below two values."""
+    interval = t_interval(values)
+    if interval is None:
         return None
-    mean = statistics.fmean(values)
-    half = float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
-    return [round(max(lo, mean - half), 3), round(min(hi, mean + half), 3)]
+    return [round(max(lo, interval[0]), 3), round(min(hi, interval[1]), 3)]
 
 
 def per(total: float, count: float) -> float | None:
@@ -66,7 +63,7 @@ def summarize(name: str, model: str, passed: Sequence[bool], scores: Sequence[fl
         "pass_rate": round(k / n, 4) if n else None,
         "pass_rate_ci95": [round(x, 4) for x in wilson(k, n)],
         "mean_score": round(statistics.fmean(scores), 3) if scores else None,
-        "mean_score_ci95": t_interval(scores), "errors": errors,
+        "mean_score_ci95": score_interval(scores), "errors": errors,
         "llm_calls": calls, "tokens": tokens, "output_tokens": out_tokens,
         "llm_s": round(llm_s, 2), "wall_s": round(wall_s, 2),
         "llm_calls_per_task": per(calls, n), "tokens_per_task": per(tokens, n),

@@ -20,13 +20,12 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.release.improve_pool import locked_rubric
-from agentic_loop.distill.release.stats import wilson
+from agentic_loop.distill.release.stats import t_interval, wilson
 from agentic_loop.tasks import TaskSpec
 
 __all__ = ["golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line", "wilson"]
@@ -43,13 +42,8 @@ def mean_stats(values: Sequence[float]) -> dict[str, Any]:
     if n == 0:
         return {"n": 0, "mean": None, "interval": None}
     mean = sum(values) / n
-    if n < 2:
-        return {"n": n, "mean": mean, "interval": [mean, mean]}
-    from scipy.stats import t
-
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "interval": [mean - half, mean + half]}
+    interval = t_interval(values)
+    return {"n": n, "mean": mean, "interval": list(interval) if interval else [mean, mean]}
 
 
 def _golden_pass(spec: TaskSpec | None, output: str, score: float, pass_score: float) -> bool:

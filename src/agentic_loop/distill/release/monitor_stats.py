@@ -61,11 +61,9 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     """
     if not values:
         return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    import numpy as np
+
+    return float(np.percentile(values, q))
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -51,7 +51,8 @@ from typing import Any
 from agentic_loop.errors import ConfigError
 
 __all__ = ["Bootstrap", "Comparison", "compare", "discordant", "holm", "mcnemar_exact",
-           "mcnemar_power", "mcnemar_tasks_needed", "paired_bootstrap", "verdict", "wilson"]
+           "mcnemar_power", "mcnemar_tasks_needed", "paired_bootstrap", "t_interval", "verdict",
+           "wilson"]
 
 Z95 = 1.959963984540054
 
@@ -73,6 +74,25 @@ def wilson(passed: int, total: int, z: float = Z95) -> tuple[float, float]:
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
     return (0.0 if passed == 0 else max(0.0, centre - half),
             1.0 if passed == total else min(1.0, centre + half))
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float] | None:
+    """The Student-t 95% interval of the mean of ``values``; ``None`` below two values.
+
+    >>> [round(x, 3) for x in t_interval([7.0, 8.0, 9.0])]
+    [5.516, 10.484]
+    >>> t_interval([5.0]) is None
+    True
+    """
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
 
 
 def _paired(a: Sequence[Any], b: Sequence[Any], what: str) -> None:
