@@ -108,32 +108,26 @@ MODES = {
 
 
 class EngineClock:
-    """Seconds a local model's decoding engine spends busy (the row's LLM-seconds).
+    """Seconds the local models' decoding engines spend busy (a row's LLM-seconds).
 
-    Wraps the engine's batch decode; a model without an engine (a remote one)
-    is timed by the row's wall clock instead.
+    Reads each engine's ``busy_s``, which counts every prefill and step before
+    handing out that step's answers, so a row is metered right even when the
+    engine stays busy across its end. A model without an engine (a remote one)
+    adds nothing; its rows report wall seconds.
     """
 
     def __init__(self) -> None:
-        self.seconds = 0.0
-        self.wrapped: set[int] = set()
+        self.engines: dict[int, Any] = {}
 
     def watch(self, llm: Any) -> Any:
         engine = getattr(llm, "engine", None)
-        decode = getattr(engine, "_decode", None)
-        if engine is None or decode is None or id(engine) in self.wrapped:
-            return llm
-        self.wrapped.add(id(engine))
-
-        def timed(requests: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return decode(requests)
-            finally:
-                self.seconds += time.perf_counter() - t0
-
-        engine._decode = timed
+        if engine is not None and hasattr(engine, "busy_s"):
+            self.engines[id(engine)] = engine
         return llm
+
+    @property
+    def seconds(self) -> float:
+        return sum(engine.busy_s for engine in self.engines.values())
 
 
 def fixed_results(specs: Sequence[TaskSpec], reply: str) -> tuple[list[bool], list[float]]:
@@ -174,8 +168,10 @@ class Bench:
     def load(self, spec: str) -> Any:
         from agentic_loop.models import load_chat_model
 
+        # Room in one decoding batch for every sample of every concurrent task (best-of-n).
+        rows = self.opts.concurrency * max(1, self.opts.best_of)
         return self.clock.watch(load_chat_model(spec, max_tokens=self.opts.max_tokens,
-                                                max_batch_size=self.opts.concurrency))
+                                                max_batch_size=rows))
 
     def groups(self) -> dict[str, list[int]]:
         """Held-out task indexes per suite."""

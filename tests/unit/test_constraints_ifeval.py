@@ -172,6 +172,9 @@ IFEVAL_PHRASINGS = {
     "Your ENTIRE response should be in Spanish language, no other language is allowed.":
         {"language": "es"},
     "There should be exactly 4 bullet points.": {"bullet_count": (4, 4)},
+    "List exactly 3 birds as bullet points, one per line starting with '- '.":
+        {"bullet_count": (3, 3)},
+    "Give at least four reasons as a bulleted list.": {"bullet_count": (4, None)},
     "Entire output should be wrapped in JSON format.": {"json": True},
     "In your response, words with all capital letters should appear at least 3 times.":
         {"capital_word_count": (3, None)},
@@ -192,6 +195,7 @@ def test_parser_reads_ifeval_phrasings(task: str) -> None:
 
 @pytest.mark.parametrize("task", [
     "Summarize the first 3 paragraphs of this article.",
+    "Describe the first 3 steps as bullet points.",
     "Suggest a title for my novel about pirates.",
     "Translate the second paragraph into German.",
     "Explain the difference between a paragraph and a section.",

@@ -120,8 +120,11 @@ def _json(text: TaskText) -> bool | None:
 
 
 def _affix(verb: str) -> Callable[[TaskText], str | None]:
+    """How the whole answer must start; "one per line starting with '- '" says how each
+    line starts (a bullet list's own check), not the answer, so it is not read here."""
     def read(text: TaskText) -> str | None:
-        m = text.search(rf"\b{verb}(?:s|ing)? with\s+[{_OPEN}]([^{_OPEN}{_CLOSE}]+)[{_CLOSE}]")
+        m = text.search(rf"(?<!line )(?<!lines )(?<!bullet )(?<!item )"
+                        rf"\b{verb}(?:s|ing)? with\s+[{_OPEN}]([^{_OPEN}{_CLOSE}]+)[{_CLOSE}]")
         return m.group(1) if m else None
 
     return read
@@ -163,7 +166,10 @@ _READERS: tuple[tuple[str, Callable[[TaskText], Any]], ...] = (
     ("ends_with", _end_phrase),
     ("language", layout.language),
     ("sentence_count", _counted(r"sentences?", 1)),
-    ("bullet_count", _counted(r"bullet(?:s|\s+points?)|bullet-points?", 0)),
+    # "5 bullet points", and "List exactly 3 birds as bullet points" (the count is of items).
+    ("bullet_count", _counted(r"bullet(?:s|\s+points?)|bullet-points?|(?:[a-z-]+\s+){1,3}?as\s+"
+                              r"(?:a\s+)?(?:markdown\s+)?bullet(?:ed)?(?:s|\s+points?|\s+list|"
+                              r"\s+items?|-points?)", 0)),
     ("exclude_words", _exclude_words),
     ("include_words", _include_words),
     ("no_commas", _no_commas),
@@ -183,6 +189,9 @@ def constraints_from_task(task: str) -> dict[str, Any]:
     {'word_count': (300, None), 'title': True}
     >>> constraints_from_task("Summarize the second paragraph and suggest a title.")
     {}
+    >>> constraints_from_task("List exactly 3 birds as bullet points, one per line starting "
+    ...                       "with '- '.")
+    {'bullet_count': (3, 3)}
     """
     text = TaskText(task)
     found: dict[str, Any] = {}

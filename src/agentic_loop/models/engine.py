@@ -5,9 +5,13 @@ many small requests at once (``batch``, concurrent graphs, critiques), each
 with its own stop strings, sampling seed, token budget and possibly its own
 grammar. The engine gathers whatever requests arrive within a few
 milliseconds into one padded batch, decodes them together with a shared KV
-cache, applies each row's grammar mask, and drops rows from the batch as soon
-as they finish. Callers just submit and wait; batching happens underneath,
-which is also what makes LangChain's thread-pool ``batch`` truly batched.
+cache, and applies each row's grammar mask. Batching is continuous: a row
+leaves the batch (and its caller gets the answer) the step it finishes, and
+requests that arrive meanwhile are prefilled and join the running batch
+between steps, so a loop's next-round request never waits for a stranger's
+long answer, and the batch stays full. Callers just submit and wait;
+batching happens underneath, which is also what makes LangChain's
+thread-pool ``batch`` truly batched.
 
 Example (with a real model; see ``LocalChatModel`` for the usual entry point):
     >>> params = GenerationParams(max_tokens=8, temperature=0.0, stop=("\\n",))
@@ -17,10 +21,12 @@ Example (with a real model; see ``LocalChatModel`` for the usual entry point):
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -29,7 +35,7 @@ from typing import Any
 import torch
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.errors import GrammarError
+from agentic_loop.models.errors import GrammarError, ModelCallError
 from agentic_loop.models.grammar import (
     Grammar,
     allocate_token_masks,
@@ -202,7 +208,12 @@ class GenerationEngine:
     """Owns a model and a worker thread that decodes submitted requests in batches.
 
     ``max_batch_size`` caps rows decoded together; ``batch_window_s`` is how
-    long the worker waits for companions after the first request arrives.
+    long the worker waits for companions after the first request arrives when
+    it is idle. While it decodes, requests that arrive join the running batch
+    between steps (continuous batching), so a loop's second-round request
+    never waits for another request's long answer to finish.
+    ``shared_prefix_min``: the shortest prompt prefix that a prefill group's
+    prompts share worth computing once (see ``_prefill``).
     """
 
     def __init__(
@@ -212,6 +223,7 @@ class GenerationEngine:
         *,
         max_batch_size: int = 8,
         batch_window_s: float = 0.01,
+        shared_prefix_min: int = 16,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -219,14 +231,23 @@ class GenerationEngine:
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_s
+        self.shared_prefix_min = shared_prefix_min
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
         self.eos_ids = self._eos_ids()
-        self._queue: queue.Queue[GenerationRequest] = queue.Queue()
-        #: How many batches were decoded and the widest one, to verify batching.
-        self.stats = {"batches": 0, "requests": 0, "max_rows": 0}
+        self._queue: queue.Queue[GenerationRequest | None] = queue.Queue()  # None: wake up
+        self._closed = threading.Event()
+        #: Busy periods, requests, the widest batch, and requests that joined a batch
+        #: already decoding (continuous batching): to verify batching.
+        self.stats = {"batches": 0, "requests": 0, "max_rows": 0, "joined": 0}
+        #: Seconds spent decoding (prefills and steps), counted before each step's answers
+        #: are handed out: the difference over a stretch of work is that work's compute,
+        #: even when the engine never goes idle in between.
+        self.busy_s = 0.0
+        self._running: list[GenerationRequest] = []  # admitted in the current busy period
         self._worker = threading.Thread(target=self._loop, name="agentic-loop-decoder", daemon=True)
         self._worker.start()
+        _OPEN_ENGINES.add(self)
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -242,8 +263,22 @@ class GenerationEngine:
         """Queue one request; the returned future resolves when it is decoded."""
         if not request.prompt_ids:
             raise ConfigError("cannot generate from an empty prompt; pass at least one token")
+        if self._closed.is_set():
+            raise ModelCallError("this generation engine is closed; load the model again")
         self._queue.put(request)
         return request.future
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the worker: a running batch stops at its next step, and its requests and
+        the queued ones fail with :class:`ModelCallError`. Called for every engine at
+        interpreter exit, so no decoder thread is inside torch while the process ends
+        (which can abort it).
+        """
+        self._closed.set()
+        self._queue.put(None)
+        if self._worker is not threading.current_thread():
+            self._worker.join(timeout_s)
+        _OPEN_ENGINES.discard(self)
 
     def generate(
         self,
@@ -257,76 +292,237 @@ class GenerationEngine:
 
     # -- worker -------------------------------------------------------------
     def _loop(self) -> None:
-        while True:
+        while not self._closed.is_set():
             first = self._queue.get()
+            if first is None:
+                continue
             batch = [first]
             deadline = time.monotonic() + self.batch_window_s
             while len(batch) < self.max_batch_size:
                 remaining = deadline - time.monotonic()
                 try:
-                    batch.append(self._queue.get(timeout=max(remaining, 0.0)) if remaining > 0
-                                 else self._queue.get_nowait())
+                    item = (self._queue.get(timeout=max(remaining, 0.0)) if remaining > 0
+                            else self._queue.get_nowait())
                 except queue.Empty:
                     break
-            live = [r for r in batch if r.future.set_running_or_notify_cancel()]
+                if item is not None:
+                    batch.append(item)
+            live = self._admissible(batch)
             if not live:
                 continue
             self.stats["batches"] += 1
-            self.stats["requests"] += len(live)
-            self.stats["max_rows"] = max(self.stats["max_rows"], len(live))
+            self._running = []
             try:
-                outputs = self._decode(live)
+                self._decode(live)
             except BaseException as exc:  # keep the worker alive; fail these requests only
-                logger.exception("batched decoding failed")
-                for r in live:
+                if not self._closed.is_set():
+                    logger.exception("batched decoding failed")
+                for r in [*live, *self._running]:
                     if not r.future.done():
                         r.future.set_exception(exc)
-                continue
-            for r, out in zip(live, outputs):
-                r.future.set_result(out)
+        closed = ModelCallError("the generation engine was closed before this request finished")
+        while True:  # fail what is still queued
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None and item.future.set_running_or_notify_cancel():
+                item.future.set_exception(closed)
 
-    @torch.inference_mode()
-    def _decode(self, requests: list[GenerationRequest]) -> list[GenerationOutput]:
+    def _admissible(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
+        """The requests not cancelled while they waited, now marked running and counted."""
+        live = [r for r in requests if r.future.set_running_or_notify_cancel()]
+        self.stats["requests"] += len(live)
+        return live
+
+    def _waiting(self, free: int) -> list[GenerationRequest]:
+        """Up to ``free`` queued requests, without waiting for more to arrive."""
+        taken: list[GenerationRequest] = []
+        while len(taken) < free:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                taken.append(item)
+        return self._admissible(taken)
+
+    def _prefill(self, requests: list[GenerationRequest]) -> _Batch:
+        """Run the prompts of ``requests`` and return their decoding state.
+
+        Work that several prompts share is done once: identical prompts (best-of-n's
+        samples) are computed once and their state copied, and a prefix every distinct
+        prompt starts with (the system prompt), when it is at least
+        ``shared_prefix_min`` tokens, is computed once and its KV cache broadcast. The
+        rest of each prompt is left-padded after that prefix, so a row's attention mask
+        reads ``prefix, padding, its own tokens``.
+        """
         from transformers import DynamicCache
 
-        rows = [_Row(r, self.tokenizer) for r in requests]
-        lengths = [len(r.prompt_ids) for r in requests]
-        width = max(lengths)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(requests):  # left padding keeps every row's last token aligned
-            input_ids[i, width - lengths[i] :] = torch.tensor(r.prompt_ids, dtype=torch.long)
-            attention[i, width - lengths[i] :] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        prompts = [tuple(r.prompt_ids) for r in requests]
+        unique = list(dict.fromkeys(prompts))
+        shared = _common_prefix(unique) if len(unique) > 1 else 0
+        if shared < self.shared_prefix_min:
+            shared = 0
         cache = DynamicCache()
-        active = list(range(len(rows)))
+        if shared:
+            prefix = torch.tensor([unique[0][:shared]], dtype=torch.long, device=self.device)
+            at = torch.arange(shared, device=self.device)[None]
+            self.model(input_ids=prefix, position_ids=at, past_key_values=cache, use_cache=True)
+            cache.batch_repeat_interleave(len(unique))
+        tails = [p[shared:] for p in unique]
+        width = max(len(t) for t in tails)
+        input_ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
+        own = torch.zeros((len(unique), width), dtype=torch.long)
+        for i, tail in enumerate(tails):  # left padding keeps every row's last token aligned
+            input_ids[i, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+            own[i, width - len(tail) :] = 1
+        input_ids, own = input_ids.to(self.device), own.to(self.device)
+        positions = shared + (own.cumsum(-1) - 1).clamp(min=0)
+        attention = torch.cat([own.new_ones((len(unique), shared)), own], dim=1)
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                          past_key_values=cache, use_cache=True)
-        logits = out.logits[:, -1, :].float().cpu()
-        for _ in range(max(r.params.max_tokens for r in requests) + 1):
-            logits = logits[:, : self.vocab_size]
-            masked = _mask_grammar_rows(logits, [rows[idx] for idx in active])
+        batch = _Batch(rows=[], prompt_tokens=[], cache=cache, attention=attention,
+                       positions=positions[:, -1:], logits=out.logits[:, -1, :].float().cpu())
+        if len(unique) < len(prompts):  # copy each distinct prompt's state to its requests
+            slot = {p: i for i, p in enumerate(unique)}
+            batch.select([slot[p] for p in prompts], self.device)
+        batch.rows = [_Row(r, self.tokenizer) for r in requests]
+        batch.prompt_tokens = [len(p) for p in prompts]
+        return batch
+
+    @torch.inference_mode()
+    def _decode(self, requests: list[GenerationRequest]) -> None:
+        """Decode ``requests`` and every request that arrives while they run (continuous
+        batching): a finished row resolves its future and leaves the batch at once, and
+        queued requests are prefilled and join the running batch between steps, up to
+        ``max_batch_size`` rows. One call is one busy period of the engine.
+        """
+        clock = time.perf_counter()
+        batch = self._prefill(requests)
+        self._running = list(requests)
+        self.stats["max_rows"] = max(self.stats["max_rows"], len(batch.rows))
+        while batch.rows:
+            if self._closed.is_set():
+                raise ModelCallError("the generation engine was closed while this request ran")
+            logits = batch.logits[:, : self.vocab_size]
+            masked = _mask_grammar_rows(logits, batch.rows)
             next_tokens: list[int] = []
-            for slot, idx in enumerate(active):
-                row = rows[idx]
+            for slot, row in enumerate(batch.rows):
                 token = _sample(logits[slot], row.params, row.generator, slot in masked)
                 row.push(token, self.eos_ids)
                 next_tokens.append(token)
-            keep = [slot for slot, idx in enumerate(active) if rows[idx].finish_reason is None]
-            if not keep:
-                break
-            if len(keep) < len(active):
-                index = torch.tensor(keep, dtype=torch.long, device=self.device)
-                cache.batch_select_indices(index)
-                attention = attention.index_select(0, index)
-                positions = positions.index_select(0, index)
-                active = [active[s] for s in keep]
+            keep = [slot for slot, row in enumerate(batch.rows) if row.finish_reason is None]
+            now = time.perf_counter()
+            self.busy_s, clock = self.busy_s + now - clock, now
+            for slot, row in enumerate(batch.rows):
+                if row.finish_reason is not None:
+                    row.request.future.set_result(row.output(batch.prompt_tokens[slot]))
+            if len(keep) < len(batch.rows):
+                batch.select(keep, self.device)
                 next_tokens = [next_tokens[s] for s in keep]
-            step = torch.tensor(next_tokens, dtype=torch.long, device=self.device).unsqueeze(1)
-            attention = torch.cat([attention, torch.ones_like(step)], dim=1)
-            positions = positions[:, -1:] + 1
-            out = self.model(input_ids=step, attention_mask=attention, position_ids=positions,
-                             past_key_values=cache, use_cache=True)
-            logits = out.logits[:, -1, :].float().cpu()
-        return [row.output(n) for row, n in zip(rows, lengths)]
+            if batch.rows:
+                step = torch.tensor(next_tokens, dtype=torch.long, device=self.device)
+                batch.step(self.model, step.unsqueeze(1))
+            joining = self._waiting(self.max_batch_size - len(batch.rows))
+            if joining:
+                self._running.extend(joining)
+                if batch.rows:
+                    self.stats["joined"] += len(joining)
+                    batch = batch.merge(self._prefill(joining))
+                else:
+                    batch = self._prefill(joining)
+                self.stats["max_rows"] = max(self.stats["max_rows"], len(batch.rows))
+        self.busy_s += time.perf_counter() - clock
+
+
+@dataclass
+class _Batch:
+    """The rows decoding together: their KV cache, attention mask, last positions and the
+    logits of their next token. Rows are left-padded to the cache's width, so rows of any
+    length can leave (``select``) or join (``merge``) between steps.
+    """
+
+    rows: list[_Row]
+    prompt_tokens: list[int]
+    cache: Any  # transformers.DynamicCache
+    attention: torch.Tensor  # [rows, width], 1 where a row has a real token
+    positions: torch.Tensor  # [rows, 1], position of each row's last token
+    logits: torch.Tensor  # [rows, vocab], float32 on the CPU
+
+    def step(self, model: Any, tokens: torch.Tensor) -> None:
+        """Feed one token per row; the logits become those of the token after it."""
+        self.attention = torch.cat([self.attention, torch.ones_like(tokens)], dim=1)
+        self.positions = self.positions + 1
+        out = model(input_ids=tokens, attention_mask=self.attention, position_ids=self.positions,
+                    past_key_values=self.cache, use_cache=True)
+        self.logits = out.logits[:, -1, :].float().cpu()
+
+    def select(self, slots: list[int], device: torch.device) -> None:
+        """Keep only the rows at ``slots``, then drop the columns no kept row attends to."""
+        if self.rows:
+            self.rows = [self.rows[s] for s in slots]
+            self.prompt_tokens = [self.prompt_tokens[s] for s in slots]
+        if not slots:
+            return
+        index = torch.tensor(slots, dtype=torch.long, device=device)
+        self.cache.batch_select_indices(index)
+        self.attention = self.attention.index_select(0, index)
+        self.positions = self.positions.index_select(0, index)
+        self.logits = self.logits.index_select(0, index.cpu())
+        unused = int(self.attention.any(dim=0).int().argmax())  # leading all-padding columns
+        if unused > 0:
+            self.attention = self.attention[:, unused:]
+            for layer in self.cache.layers:
+                layer.keys = layer.keys[:, :, unused:, :]
+                layer.values = layer.values[:, :, unused:, :]
+
+    def merge(self, other: _Batch) -> _Batch:
+        """One batch of both: the narrower one is left-padded to the wider's width."""
+        width = max(self.attention.shape[1], other.attention.shape[1])
+        for a, b in zip(self.cache.layers, other.cache.layers, strict=True):
+            a.keys = torch.cat([_left_pad(a.keys, width), _left_pad(b.keys, width)], dim=0)
+            a.values = torch.cat([_left_pad(a.values, width), _left_pad(b.values, width)], dim=0)
+        self.attention = torch.cat([_left_pad(self.attention, width),
+                                    _left_pad(other.attention, width)], dim=0)
+        self.positions = torch.cat([self.positions, other.positions], dim=0)
+        self.logits = torch.cat([self.logits, other.logits], dim=0)
+        self.rows += other.rows
+        self.prompt_tokens += other.prompt_tokens
+        return self
+
+
+#: Engines whose worker is alive; closed at interpreter exit.
+_OPEN_ENGINES: weakref.WeakSet[GenerationEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_engines() -> None:
+    for engine in list(_OPEN_ENGINES):
+        engine.close()
+
+
+def _common_prefix(prompts: Sequence[tuple[int, ...]]) -> int:
+    """How many leading tokens all ``prompts`` share, leaving each at least one of its own.
+
+    >>> _common_prefix([(1, 2, 3, 4), (1, 2, 3, 5), (1, 2, 9)])
+    2
+    >>> _common_prefix([(1, 2), (1, 2, 3)])  # one prompt is the other's prefix
+    1
+    """
+    shortest = min(len(p) for p in prompts)
+    n = 0
+    while n < shortest - 1 and all(p[n] == prompts[0][n] for p in prompts):
+        n += 1
+    return n
+
+
+def _left_pad(t: torch.Tensor, width: int) -> torch.Tensor:
+    """``t`` with zeros prepended on its sequence axis (last for masks, -2 for KV) to ``width``."""
+    axis = 1 if t.dim() == 2 else -2
+    missing = width - t.shape[axis]
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[axis] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=axis)
