@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.models.decode_batch import DecodeBatch, common_prefix
 from agentic_loop.models.errors import GrammarError, ModelCallError
 from agentic_loop.models.grammar import (
     Grammar,
@@ -347,7 +348,7 @@ class GenerationEngine:
                 taken.append(item)
         return self._admissible(taken)
 
-    def _prefill(self, requests: list[GenerationRequest]) -> _Batch:
+    def _prefill(self, requests: list[GenerationRequest]) -> DecodeBatch:
         """Run the prompts of ``requests`` and return their decoding state.
 
         Work that several prompts share is done once: identical prompts (best-of-n's
@@ -361,7 +362,7 @@ class GenerationEngine:
 
         prompts = [tuple(r.prompt_ids) for r in requests]
         unique = list(dict.fromkeys(prompts))
-        shared = _common_prefix(unique) if len(unique) > 1 else 0
+        shared = common_prefix(unique) if len(unique) > 1 else 0
         if shared < self.shared_prefix_min:
             shared = 0
         cache = DynamicCache()
@@ -382,7 +383,7 @@ class GenerationEngine:
         attention = torch.cat([own.new_ones((len(unique), shared)), own], dim=1)
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                          past_key_values=cache, use_cache=True)
-        batch = _Batch(rows=[], prompt_tokens=[], cache=cache, attention=attention,
+        batch = DecodeBatch(rows=[], prompt_tokens=[], cache=cache, attention=attention,
                        positions=positions[:, -1:], logits=out.logits[:, -1, :].float().cpu())
         if len(unique) < len(prompts):  # copy each distinct prompt's state to its requests
             slot = {p: i for i, p in enumerate(unique)}
@@ -436,62 +437,6 @@ class GenerationEngine:
         self.busy_s += time.perf_counter() - clock
 
 
-@dataclass
-class _Batch:
-    """The rows decoding together: their KV cache, attention mask, last positions and the
-    logits of their next token. Rows are left-padded to the cache's width, so rows of any
-    length can leave (``select``) or join (``merge``) between steps.
-    """
-
-    rows: list[_Row]
-    prompt_tokens: list[int]
-    cache: Any  # transformers.DynamicCache
-    attention: torch.Tensor  # [rows, width], 1 where a row has a real token
-    positions: torch.Tensor  # [rows, 1], position of each row's last token
-    logits: torch.Tensor  # [rows, vocab], float32 on the CPU
-
-    def step(self, model: Any, tokens: torch.Tensor) -> None:
-        """Feed one token per row; the logits become those of the token after it."""
-        self.attention = torch.cat([self.attention, torch.ones_like(tokens)], dim=1)
-        self.positions = self.positions + 1
-        out = model(input_ids=tokens, attention_mask=self.attention, position_ids=self.positions,
-                    past_key_values=self.cache, use_cache=True)
-        self.logits = out.logits[:, -1, :].float().cpu()
-
-    def select(self, slots: list[int], device: torch.device) -> None:
-        """Keep only the rows at ``slots``, then drop the columns no kept row attends to."""
-        if self.rows:
-            self.rows = [self.rows[s] for s in slots]
-            self.prompt_tokens = [self.prompt_tokens[s] for s in slots]
-        if not slots:
-            return
-        index = torch.tensor(slots, dtype=torch.long, device=device)
-        self.cache.batch_select_indices(index)
-        self.attention = self.attention.index_select(0, index)
-        self.positions = self.positions.index_select(0, index)
-        self.logits = self.logits.index_select(0, index.cpu())
-        unused = int(self.attention.any(dim=0).int().argmax())  # leading all-padding columns
-        if unused > 0:
-            self.attention = self.attention[:, unused:]
-            for layer in self.cache.layers:
-                layer.keys = layer.keys[:, :, unused:, :]
-                layer.values = layer.values[:, :, unused:, :]
-
-    def merge(self, other: _Batch) -> _Batch:
-        """One batch of both: the narrower one is left-padded to the wider's width."""
-        width = max(self.attention.shape[1], other.attention.shape[1])
-        for a, b in zip(self.cache.layers, other.cache.layers, strict=True):
-            a.keys = torch.cat([_left_pad(a.keys, width), _left_pad(b.keys, width)], dim=0)
-            a.values = torch.cat([_left_pad(a.values, width), _left_pad(b.values, width)], dim=0)
-        self.attention = torch.cat([_left_pad(self.attention, width),
-                                    _left_pad(other.attention, width)], dim=0)
-        self.positions = torch.cat([self.positions, other.positions], dim=0)
-        self.logits = torch.cat([self.logits, other.logits], dim=0)
-        self.rows += other.rows
-        self.prompt_tokens += other.prompt_tokens
-        return self
-
-
 #: Engines whose worker is alive; closed at interpreter exit.
 _OPEN_ENGINES: weakref.WeakSet[GenerationEngine] = weakref.WeakSet()
 
@@ -500,29 +445,3 @@ _OPEN_ENGINES: weakref.WeakSet[GenerationEngine] = weakref.WeakSet()
 def _close_open_engines() -> None:
     for engine in list(_OPEN_ENGINES):
         engine.close()
-
-
-def _common_prefix(prompts: Sequence[tuple[int, ...]]) -> int:
-    """How many leading tokens all ``prompts`` share, leaving each at least one of its own.
-
-    >>> _common_prefix([(1, 2, 3, 4), (1, 2, 3, 5), (1, 2, 9)])
-    2
-    >>> _common_prefix([(1, 2), (1, 2, 3)])  # one prompt is the other's prefix
-    1
-    """
-    shortest = min(len(p) for p in prompts)
-    n = 0
-    while n < shortest - 1 and all(p[n] == prompts[0][n] for p in prompts):
-        n += 1
-    return n
-
-
-def _left_pad(t: torch.Tensor, width: int) -> torch.Tensor:
-    """``t`` with zeros prepended on its sequence axis (last for masks, -2 for KV) to ``width``."""
-    axis = 1 if t.dim() == 2 else -2
-    missing = width - t.shape[axis]
-    if missing <= 0:
-        return t
-    shape = list(t.shape)
-    shape[axis] = missing
-    return torch.cat([t.new_zeros(shape), t], dim=axis)

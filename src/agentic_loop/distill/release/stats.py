@@ -236,7 +236,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     running = 0.0
     for rank, i in enumerate(order):
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = round(running, 12)
+        adjusted[i] = float(f"{running:.12g}")  # 12 significant digits: tiny p stays > 0
     return adjusted
 
 
