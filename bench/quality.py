@@ -121,7 +121,7 @@ class EngineClock:
 
     def watch(self, llm: Any) -> Any:
         engine = getattr(llm, "engine", None)
-        if engine is not None and hasattr(engine, "busy_s"):
+        if engine is not None:
             self.engines[id(engine)] = engine
         return llm
 

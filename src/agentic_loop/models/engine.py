@@ -322,12 +322,8 @@ class GenerationEngine:
                     if not r.future.done():
                         r.future.set_exception(exc)
         closed = ModelCallError("the generation engine was closed before this request finished")
-        while True:  # fail what is still queued
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None and item.future.set_running_or_notify_cancel():
+        for item in self._queued(limit=None):  # fail what is still queued
+            if item.future.set_running_or_notify_cancel():
                 item.future.set_exception(closed)
 
     def _admissible(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
@@ -336,17 +332,22 @@ class GenerationEngine:
         self.stats["requests"] += len(live)
         return live
 
-    def _waiting(self, free: int) -> list[GenerationRequest]:
-        """Up to ``free`` queued requests, without waiting for more to arrive."""
+    def _queued(self, limit: int | None) -> list[GenerationRequest]:
+        """Up to ``limit`` (None: all) requests taken off the queue without waiting; the
+        wake-up markers ``close`` puts there are dropped."""
         taken: list[GenerationRequest] = []
-        while len(taken) < free:
+        while limit is None or len(taken) < limit:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
             if item is not None:
                 taken.append(item)
-        return self._admissible(taken)
+        return taken
+
+    def _waiting(self, free: int) -> list[GenerationRequest]:
+        """Up to ``free`` queued requests, without waiting for more to arrive."""
+        return self._admissible(self._queued(free))
 
     def _prefill(self, requests: list[GenerationRequest]) -> DecodeBatch:
         """Run the prompts of ``requests`` and return their decoding state.
