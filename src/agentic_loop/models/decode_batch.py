@@ -18,11 +18,108 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 if TYPE_CHECKING:
     from agentic_loop.models.engine import _Row as Row
 
-__all__ = ["DecodeBatch", "common_prefix", "left_pad"]
+__all__ = ["DecodeBatch", "SpareRoomLayer", "common_prefix", "left_pad", "new_cache"]
+
+
+class SpareRoomLayer(DynamicLayer):
+    """A KV cache layer that keeps room for the next tokens instead of re-concatenating.
+
+    transformers' ``DynamicLayer`` appends each step's key and value with
+    ``torch.cat``, copying the whole cache of every layer every step: on a 32-row
+    batch of a 30-layer model that was about a third of a step's time. This layer
+    writes into a buffer with ``spare`` free positions and hands out views of it
+    (``keys`` is ``room[..., start:end, :]``). Rows leaving index the buffer once,
+    trimming leading padding only moves ``start``; after anything else replaced
+    ``keys``/``values`` (rows joining), the next update copies them once into a new
+    buffer with room again.
+
+        >>> layer = SpareRoomLayer()
+        >>> k = torch.arange(6.0).reshape(1, 1, 3, 2)
+        >>> layer.update(k, k)[0].shape, layer.update(k[:, :, :1], k[:, :, :1])[0].shape
+        (torch.Size([1, 1, 3, 2]), torch.Size([1, 1, 4, 2]))
+        >>> layer.drop_leading(2); layer.keys[0, 0].tolist()
+        [[4.0, 5.0], [0.0, 1.0]]
+    """
+
+    spare = 32
+    _key_room: torch.Tensor
+    _value_room: torch.Tensor
+    _start = 0  # room[..., start:end, :] is what ``keys`` shows
+    _end = 0
+    _view: torch.Tensor | None = None  # the ``keys`` view last handed out
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        new = key_states.shape[-2]
+        if not (self._in_room() and self._end + new <= self._key_room.shape[-2]):
+            # first update, keys replaced, or the room is full: copy into a new room
+            keys, values = self.keys, self.values
+            assert keys is not None and values is not None  # set by lazy_initialization
+            length = keys.shape[-2] if keys.dim() == 4 else 0
+            shape = (*key_states.shape[:-2], length + new + self.spare, key_states.shape[-1])
+            key_room, value_room = key_states.new_empty(shape), value_states.new_empty(shape)
+            if length:
+                key_room[..., :length, :] = keys
+                value_room[..., :length, :] = values
+            self._key_room, self._value_room = key_room, value_room
+            self._start, self._end = 0, length
+        self._key_room[..., self._end : self._end + new, :] = key_states
+        self._value_room[..., self._end : self._end + new, :] = value_states
+        self._end += new
+        return self._show()
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep the rows at ``indices``: one copy of the room, which keeps its spare space."""
+        if not self._in_room():
+            super().batch_select_indices(indices)
+            return
+        self._key_room = self._key_room.index_select(0, indices)
+        self._value_room = self._value_room.index_select(0, indices)
+        self._show()
+
+    def drop_leading(self, n: int) -> None:
+        """Forget the first ``n`` positions (padding no row attends to any more), in place."""
+        if self._in_room():
+            self._start += n
+            self._show()
+        elif self.keys is not None and self.values is not None:
+            self.keys, self.values = self.keys[..., n:, :], self.values[..., n:, :]
+
+    def _in_room(self) -> bool:
+        """Whether ``keys`` is still the view this layer handed out (nothing replaced it)."""
+        return self.is_initialized and self.keys is self._view
+
+    def _show(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys = self._view = self._key_room[..., self._start : self._end, :]
+        self.values = self._value_room[..., self._start : self._end, :]
+        return self.keys, self.values
+
+
+def new_cache(config: Any | None) -> DynamicCache:
+    """A ``DynamicCache`` for ``config``'s model whose full-attention layers keep spare room
+    (sliding-window layers stay as the config makes them). Without a config, every layer
+    is a :class:`SpareRoomLayer`, made as the model first writes to it.
+
+    >>> from transformers import LlamaConfig
+    >>> type(new_cache(LlamaConfig(num_hidden_layers=2)).layers[0]).__name__
+    'SpareRoomLayer'
+    """
+    if config is None:
+        cache = DynamicCache()
+        cache.layer_class_to_replicate = SpareRoomLayer
+        return cache
+    cache = DynamicCache(config=config)
+    cache.layers = [SpareRoomLayer() if type(layer) is DynamicLayer else layer
+                    for layer in cache.layers]
+    return cache
 
 
 @dataclass
@@ -63,8 +160,11 @@ class DecodeBatch:
         if unused > 0:
             self.attention = self.attention[:, unused:]
             for layer in self.cache.layers:
-                layer.keys = layer.keys[:, :, unused:, :]
-                layer.values = layer.values[:, :, unused:, :]
+                if isinstance(layer, SpareRoomLayer):
+                    layer.drop_leading(unused)
+                else:
+                    layer.keys = layer.keys[:, :, unused:, :]
+                    layer.values = layer.values[:, :, unused:, :]
 
     def merge(self, other: DecodeBatch) -> DecodeBatch:
         """One batch of both: the narrower one is left-padded to the wider's width."""

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.decode_batch import DecodeBatch, common_prefix
+from agentic_loop.models.decode_batch import DecodeBatch, common_prefix, new_cache
 from agentic_loop.models.errors import GrammarError, ModelCallError
 from agentic_loop.models.grammar import (
     Grammar,
@@ -43,6 +43,7 @@ from agentic_loop.models.grammar import (
     apply_token_masks,
     fill_token_mask,
 )
+from agentic_loop.models.token_sampling import sample_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class _Row:
         self.text = ""
         self.emitted = 0
         self.finish_reason: str | None = None
+        self.error: Exception | None = None  # set by ``fail``: this row alone ends with it
         self._hold = max((len(s) for s in self.params.stop), default=1) - 1
 
     def push(self, token: int, eos_ids: set[int]) -> None:
@@ -134,6 +136,11 @@ class _Row:
             self.finish_reason = "length"
         self._flush(final=self.finish_reason is not None)
 
+    def fail(self, error: Exception) -> None:
+        """End this row with ``error`` (its caller gets the exception); the batch goes on."""
+        self.error = error
+        self.finish_reason = "error"
+
     def _flush(self, final: bool) -> None:
         on_text = self.request.on_text
         limit = len(self.text) if final else max(self.emitted, len(self.text) - self._hold)
@@ -153,37 +160,6 @@ class _Row:
             finish_reason=self.finish_reason or "length",
             grammar_complete=complete,
         )
-
-
-def _sample(logits: torch.Tensor, params: GenerationParams, gen: torch.Generator | None,
-            masked: bool = False) -> int:
-    """Pick the next token from one row of logits; ``masked``: a grammar has set the logits
-    of the tokens it forbids to ``-inf`` (see :func:`_mask_grammar_rows`).
-
-    Restricting to the allowed tokens before sorting matters: under a grammar most
-    steps allow a handful of tokens (often exactly one), so we never sort the full
-    vocabulary.
-    """
-    candidates: torch.Tensor | None = None
-    if masked:
-        candidates = torch.isfinite(logits).nonzero().squeeze(1)
-        if candidates.numel() == 1:
-            return int(candidates.item())
-        if candidates.numel() == 0:
-            raise GrammarError("the grammar allows no next token; the schema may be unsatisfiable: "
-                               "relax its bounds or patterns")
-        logits = logits[candidates]
-    if params.greedy:
-        choice = int(torch.argmax(logits).item())
-    else:
-        probs = torch.softmax(logits / params.temperature, dim=-1)
-        if params.top_p < 1.0:
-            sorted_probs, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < params.top_p
-            keep[0] = True
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-        choice = int(torch.multinomial(probs, 1, generator=gen).item())
-    return int(candidates[choice].item()) if candidates is not None else choice
 
 
 def _mask_grammar_rows(logits: torch.Tensor, active: list[_Row]) -> set[int]:
@@ -359,18 +335,17 @@ class GenerationEngine:
         rest of each prompt is left-padded after that prefix, so a row's attention mask
         reads ``prefix, padding, its own tokens``.
         """
-        from transformers import DynamicCache
-
         prompts = [tuple(r.prompt_ids) for r in requests]
         unique = list(dict.fromkeys(prompts))
         shared = common_prefix(unique) if len(unique) > 1 else 0
         if shared < self.shared_prefix_min:
             shared = 0
-        cache = DynamicCache()
+        cache = new_cache(getattr(self.model, "config", None))
         if shared:
             prefix = torch.tensor([unique[0][:shared]], dtype=torch.long, device=self.device)
             at = torch.arange(shared, device=self.device)[None]
-            self.model(input_ids=prefix, position_ids=at, past_key_values=cache, use_cache=True)
+            self.model(input_ids=prefix, position_ids=at, past_key_values=cache, use_cache=True,
+                       logits_to_keep=1)
             cache.batch_repeat_interleave(len(unique))
         tails = [p[shared:] for p in unique]
         width = max(len(t) for t in tails)
@@ -383,7 +358,7 @@ class GenerationEngine:
         positions = shared + (own.cumsum(-1) - 1).clamp(min=0)
         attention = torch.cat([own.new_ones((len(unique), shared)), own], dim=1)
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                         past_key_values=cache, use_cache=True)
+                         past_key_values=cache, use_cache=True, logits_to_keep=1)
         batch = DecodeBatch(rows=[], prompt_tokens=[], cache=cache, attention=attention,
                        positions=positions[:, -1:], logits=out.logits[:, -1, :].float().cpu())
         if len(unique) < len(prompts):  # copy each distinct prompt's state to its requests
@@ -408,17 +383,26 @@ class GenerationEngine:
             if self._closed.is_set():
                 raise ModelCallError("the generation engine was closed while this request ran")
             logits = batch.logits[:, : self.vocab_size]
-            masked = _mask_grammar_rows(logits, batch.rows)
-            next_tokens: list[int] = []
-            for slot, row in enumerate(batch.rows):
-                token = _sample(logits[slot], row.params, row.generator, slot in masked)
-                row.push(token, self.eos_ids)
-                next_tokens.append(token)
+            for slot in _mask_grammar_rows(logits, batch.rows):
+                if not torch.isfinite(logits[slot]).any():
+                    batch.rows[slot].fail(GrammarError(
+                        "the grammar allows no next token; the schema may be unsatisfiable: "
+                        "relax its bounds or patterns"))
+                    logits[slot, 0] = 0.0  # any finite row: its sample is never used
+            next_tokens = sample_tokens(
+                logits, temperatures=[r.params.temperature for r in batch.rows],
+                top_ps=[r.params.top_p for r in batch.rows],
+                generators=[r.generator for r in batch.rows])
+            for row, token in zip(batch.rows, next_tokens, strict=True):
+                if row.error is None:
+                    row.push(token, self.eos_ids)
             keep = [slot for slot, row in enumerate(batch.rows) if row.finish_reason is None]
             now = time.perf_counter()
             self.busy_s, clock = self.busy_s + now - clock, now
             for slot, row in enumerate(batch.rows):
-                if row.finish_reason is not None:
+                if row.error is not None:
+                    row.request.future.set_exception(row.error)
+                elif row.finish_reason is not None:
                     row.request.future.set_result(row.output(batch.prompt_tokens[slot]))
             if len(keep) < len(batch.rows):
                 batch.select(keep, self.device)

@@ -48,6 +48,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.models.attention import use_gqa_sdpa
 from agentic_loop.models.engine import (
     GenerationEngine,
     GenerationOutput,
@@ -149,6 +150,7 @@ def loaded_engine(
             if bars:
                 hf_logging.enable_progress_bar()
         model.to(dev).eval()  # type: ignore[arg-type]  # transformers types .to as a wrapper
+        use_gqa_sdpa(model)  # padded batches: no per-step copy of the KV heads on the CPU
         if tokenizer.chat_template is None:
             raise ModelLoadError(
                 f"the tokenizer in {path} has no chat template; save one with the model "
