@@ -8,6 +8,7 @@ it as they finish. Greedy tokens must be identical in all three.
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
@@ -64,7 +65,7 @@ def _request(prompt: list[int], budget: int) -> GenerationRequest:
 def test_joining_and_leaving_rows_decode_what_they_would_alone(tiny_model: Any) -> None:
     tokenizer = DigitTokenizer()
     prompts = _prompts()
-    solo = GenerationEngine(tiny_model, tokenizer, max_batch_size=1)
+    solo = GenerationEngine(tiny_model, tokenizer, max_batch_size=1, shared_prefix_min=10**9)
     alone = [solo.submit(_request(p, b)).result().text for p, b in prompts]
     assert [len(t) for t in alone] == [b for _, b in prompts]  # each ran to its own budget
 
@@ -110,7 +111,7 @@ def test_shared_prefixes_and_repeated_prompts_are_computed_once(tiny_model: Any)
     tails = [[int(t) for t in torch.randint(2, VOCAB, (n,), generator=gen)] for n in (1, 7, 15)]
     prompts = [system + tails[1], system + tails[0], system + tails[1], system + tails[2],
                system + tails[1], system]
-    solo = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=1)
+    solo = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=1, shared_prefix_min=10**9)
     alone = [solo.submit(_request(p, 9)).result().text for p in prompts]
     calls: list[tuple[int, ...]] = []
     engine = GenerationEngine(_Recorder(tiny_model, calls), DigitTokenizer(), max_batch_size=8,
@@ -120,6 +121,32 @@ def test_shared_prefixes_and_repeated_prompts_are_computed_once(tiny_model: Any)
     prefill = [shape for shape in calls if shape[1] > 1]
     # the system prompt once (minus the token the bare one keeps), then the 4 distinct tails
     assert prefill == [(1, 19), (4, 16)]
+
+
+def test_a_later_prefill_copies_the_prefix_it_shares_with_the_last_one(tiny_model: Any) -> None:
+    gen = torch.Generator().manual_seed(4)
+    system = [int(t) for t in torch.randint(2, VOCAB, (20,), generator=gen)]
+    first = system + [2, *(int(t) for t in torch.randint(2, VOCAB, (5,), generator=gen))]
+    second = system + [3, *(int(t) for t in torch.randint(2, VOCAB, (8,), generator=gen))]
+    model = copy.deepcopy(tiny_model)
+    reference = GenerationEngine(model, DigitTokenizer(), max_batch_size=1,
+                                 shared_prefix_min=10**9)  # never shares: the plain path
+    alone = [reference.submit(_request(p, 9)).result().text for p in (first, second)]
+    calls: list[tuple[int, ...]] = []
+    engine = GenerationEngine(_Recorder(model, calls), DigitTokenizer(), max_batch_size=1)
+    assert engine.submit(_request(first, 9)).result(timeout=60).text == alone[0]
+    calls.clear()
+    assert engine.submit(_request(second, 9)).result(timeout=60).text == alone[1]
+    assert engine.stats["reused_prefix_tokens"] == 20  # the system prompt was copied
+    assert [shape for shape in calls if shape[1] > 1] == [(1, 8)]  # second[20:-1] computed
+
+    # Weights changed in place: the remembered prefix is stale and is recomputed.
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.mul_(1.5)
+    changed = reference.submit(_request(second, 9)).result().text
+    assert changed != alone[1]  # the change matters to this prompt's answer
+    assert engine.submit(_request(second, 9)).result(timeout=60).text == changed
+    assert engine.stats["reused_prefix_tokens"] == 20
 
 
 class _Recorder(torch.nn.Module):

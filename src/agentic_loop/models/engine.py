@@ -43,6 +43,7 @@ from agentic_loop.models.grammar import (
     apply_token_masks,
     fill_token_mask,
 )
+from agentic_loop.models.prefix_memory import PrefixMemory
 from agentic_loop.models.token_sampling import sample_tokens
 
 logger = logging.getLogger(__name__)
@@ -189,8 +190,8 @@ class GenerationEngine:
     it is idle. While it decodes, requests that arrive join the running batch
     between steps (continuous batching), so a loop's second-round request
     never waits for another request's long answer to finish.
-    ``shared_prefix_min``: the shortest prompt prefix that a prefill group's
-    prompts share worth computing once (see ``_prefill``).
+    ``shared_prefix_min``: the shortest prompt prefix worth computing once for a
+    prefill group, or copying from the previous prefill (see ``_prefill``).
     """
 
     def __init__(
@@ -216,7 +217,10 @@ class GenerationEngine:
         self._closed = threading.Event()
         #: Busy periods, requests, the widest batch, and requests that joined a batch
         #: already decoding (continuous batching): to verify batching.
-        self.stats = {"batches": 0, "requests": 0, "max_rows": 0, "joined": 0}
+        #: Prompt tokens whose KV was copied from the previous prefill's prefix.
+        self.stats = {"batches": 0, "requests": 0, "max_rows": 0, "joined": 0,
+                      "reused_prefix_tokens": 0}
+        self._prefix = PrefixMemory(minimum=shared_prefix_min)
         #: Seconds spent decoding (prefills and steps), counted before each step's answers
         #: are handed out: the difference over a stretch of work is that work's compute,
         #: even when the engine never goes idle in between.
@@ -330,23 +334,24 @@ class GenerationEngine:
 
         Work that several prompts share is done once: identical prompts (best-of-n's
         samples) are computed once and their state copied, and a prefix every distinct
-        prompt starts with (the system prompt), when it is at least
-        ``shared_prefix_min`` tokens, is computed once and its KV cache broadcast. The
-        rest of each prompt is left-padded after that prefix, so a row's attention mask
-        reads ``prefix, padding, its own tokens``.
+        prompt starts with (all but the last token of a lone prompt), when it is at least
+        ``shared_prefix_min`` tokens, is computed once and its KV cache broadcast; the
+        part of it the previous prefill's prefix shares (the system prompt) is copied
+        from :class:`PrefixMemory` instead of computed. The rest of each prompt is
+        left-padded after that prefix, so a row's attention mask reads ``prefix,
+        padding, its own tokens``.
         """
         prompts = [tuple(r.prompt_ids) for r in requests]
         unique = list(dict.fromkeys(prompts))
-        shared = common_prefix(unique) if len(unique) > 1 else 0
+        shared = common_prefix(unique) if len(unique) > 1 else len(unique[0]) - 1
         if shared < self.shared_prefix_min:
             shared = 0
         cache = new_cache(getattr(self.model, "config", None))
         if shared:
-            prefix = torch.tensor([unique[0][:shared]], dtype=torch.long, device=self.device)
-            at = torch.arange(shared, device=self.device)[None]
-            self.model(input_ids=prefix, position_ids=at, past_key_values=cache, use_cache=True,
-                       logits_to_keep=1)
-            cache.batch_repeat_interleave(len(unique))
+            self._prefix.fill(self.model, cache, unique[0][:shared], self.device)
+            self.stats["reused_prefix_tokens"] = self._prefix.reused_tokens
+            if len(unique) > 1:
+                cache.batch_repeat_interleave(len(unique))
         tails = [p[shared:] for p in unique]
         width = max(len(t) for t in tails)
         input_ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
