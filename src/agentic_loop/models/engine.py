@@ -199,7 +199,7 @@ class GenerationEngine:
         model: Any,
         tokenizer: Any,
         *,
-        max_batch_size: int = 8,
+        max_batch_size: int = 32,
         batch_window_s: float = 0.01,
         shared_prefix_min: int = 16,
     ) -> None:
