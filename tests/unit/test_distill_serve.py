@@ -55,7 +55,7 @@ def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path,
     argv = seen["argv"]
     assert argv[:2] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert argv[argv.index("--model") + 1] == str((tmp_path / "m").resolve())
-    assert "--enforce-eager" in argv and argv[argv.index("--dtype") + 1] == cpu_dtype()
+    assert "--enforce-eager" not in argv and argv[argv.index("--dtype") + 1] == cpu_dtype()
     assert (seen["kv"], seen["offline"]) == ("1", "1")
 
 
@@ -143,6 +143,7 @@ def test_gpu_command_has_no_cpu_only_flags() -> None:
     assert "--enforce-eager" not in cmd and cmd[cmd.index("--dtype") + 1] == "auto"
     assert cmd[-2:] == ["--seed", "1"] and "--enable-lora" not in cmd
     assert "--enable-lora" in vllm_command("py", "/m", served_name="m", port=1, enable_lora=True)
+    assert "--enforce-eager" in vllm_command("py", "/m", served_name="m", port=1, eager=True)
 
 
 def test_serving_a_spec_with_no_weights_is_refused(stand_in: tuple[Path, Path]) -> None:
