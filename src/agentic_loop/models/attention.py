@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 __all__ = ["GQA_SDPA", "register", "sdpa_gqa_attention", "use_gqa_sdpa"]
 
@@ -36,8 +37,6 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
                        is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: query ``[batch, heads, q, dim]``, key and
     value ``[batch, kv_heads, kv, dim]``; returns ``[batch, q, heads, dim]``."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if query.device.type != "cpu" or kwargs.get("position_bias") is not None \
             or kwargs.get("cache") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,

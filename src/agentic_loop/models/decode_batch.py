@@ -24,7 +24,8 @@ from transformers.cache_utils import DynamicLayer
 if TYPE_CHECKING:
     from agentic_loop.models.engine import _Row as Row
 
-__all__ = ["DecodeBatch", "SpareRoomLayer", "common_prefix", "left_pad", "new_cache"]
+__all__ = ["DecodeBatch", "SpareRoomLayer", "common_length", "common_prefix", "drop_leading",
+           "left_pad", "new_cache"]
 
 
 class SpareRoomLayer(DynamicLayer):
@@ -43,7 +44,7 @@ class SpareRoomLayer(DynamicLayer):
         >>> k = torch.arange(6.0).reshape(1, 1, 3, 2)
         >>> layer.update(k, k)[0].shape, layer.update(k[:, :, :1], k[:, :, :1])[0].shape
         (torch.Size([1, 1, 3, 2]), torch.Size([1, 1, 4, 2]))
-        >>> layer.drop_leading(2); layer.keys[0, 0].tolist()
+        >>> drop_leading(layer, 2); layer.keys[0, 0].tolist()
         [[4.0, 5.0], [0.0, 1.0]]
     """
 
@@ -85,14 +86,6 @@ class SpareRoomLayer(DynamicLayer):
         self._value_room = self._value_room.index_select(0, indices)
         self._show()
 
-    def drop_leading(self, n: int) -> None:
-        """Forget the first ``n`` positions (padding no row attends to any more), in place."""
-        if self._in_room():
-            self._start += n
-            self._show()
-        elif self.keys is not None and self.values is not None:
-            self.keys, self.values = self.keys[..., n:, :], self.values[..., n:, :]
-
     def _in_room(self) -> bool:
         """Whether ``keys`` is still the view this layer handed out (nothing replaced it)."""
         return self.is_initialized and self.keys is self._view
@@ -101,6 +94,16 @@ class SpareRoomLayer(DynamicLayer):
         self.keys = self._view = self._key_room[..., self._start : self._end, :]
         self.values = self._value_room[..., self._start : self._end, :]
         return self.keys, self.values
+
+
+def drop_leading(layer: Any, n: int) -> None:
+    """Forget a cache layer's first ``n`` positions (padding no row attends to any more):
+    in place for a :class:`SpareRoomLayer` still showing its room, else by slicing."""
+    if isinstance(layer, SpareRoomLayer) and layer._in_room():
+        layer._start += n
+        layer._show()
+    else:
+        layer.keys, layer.values = layer.keys[..., n:, :], layer.values[..., n:, :]
 
 
 def new_cache(config: Any | None) -> DynamicCache:
@@ -160,11 +163,7 @@ class DecodeBatch:
         if unused > 0:
             self.attention = self.attention[:, unused:]
             for layer in self.cache.layers:
-                if isinstance(layer, SpareRoomLayer):
-                    layer.drop_leading(unused)
-                else:
-                    layer.keys = layer.keys[:, :, unused:, :]
-                    layer.values = layer.values[:, :, unused:, :]
+                drop_leading(layer, unused)
 
     def merge(self, other: DecodeBatch) -> DecodeBatch:
         """One batch of both: the narrower one is left-padded to the wider's width."""
@@ -190,8 +189,19 @@ def common_prefix(prompts: Sequence[tuple[int, ...]]) -> int:
     1
     """
     shortest = min(len(p) for p in prompts)
+    return min([shortest - 1, *(common_length(prompts[0], p) for p in prompts[1:])])
+
+
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share.
+
+    >>> common_length((1, 2, 3), (1, 2, 4, 5))
+    2
+    """
     n = 0
-    while n < shortest - 1 and all(p[n] == prompts[0][n] for p in prompts):
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
         n += 1
     return n
 

@@ -348,8 +348,8 @@ class GenerationEngine:
             shared = 0
         cache = new_cache(getattr(self.model, "config", None))
         if shared:
-            self._prefix.fill(self.model, cache, unique[0][:shared], self.device)
-            self.stats["reused_prefix_tokens"] = self._prefix.reused_tokens
+            self.stats["reused_prefix_tokens"] += self._prefix.fill(
+                self.model, cache, unique[0][:shared], self.device)
             if len(unique) > 1:
                 cache.batch_repeat_interleave(len(unique))
         tails = [p[shared:] for p in unique]
