@@ -48,16 +48,30 @@ class Suite:
     native_split: bool
     generate: Callable[..., list[TaskSpec]]
 
-    def make(self, n: int, seed: int, held_out: float) -> tuple[list[TaskSpec], list[TaskSpec]]:
-        """At least ``n`` held-out specs and the train specs that go with them."""
+    def make(self, n: int, seed: int, held_out: float,
+             train_n: int = 0) -> tuple[list[TaskSpec], list[TaskSpec]]:
+        """At least ``n`` held-out specs and the train specs that go with them.
+
+        A generator cut with ``split_tasks`` is asked for ``n / held_out`` tasks; one
+        with fewer distinct tasks than that (it raises ``ConfigError``) is asked for
+        just ``n + train_n`` and cut there, so the full run's 600 held-out tasks fit
+        a family of 585 without changing which tasks a smaller run draws.
+        """
         if self.native_split:
             train = self.generate(max(1, round(n * (1 - held_out) / held_out)), seed=seed,
                                   split="train")
             return list(train), list(self.generate(n, seed=seed, split="held_out"))
+        from agentic_loop.errors import ConfigError
         from agentic_loop.tasksets import split_tasks
 
         total = max(n + 1, round(n / held_out))
-        train, held = split_tasks(self.generate(total, seed=seed), held_out=held_out, seed=seed)
+        try:
+            specs = self.generate(total, seed=seed)
+        except ConfigError:
+            total = n + max(1, train_n)
+            specs = self.generate(total, seed=seed)
+            held_out = n / total
+        train, held = split_tasks(specs, held_out=held_out, seed=seed)
         while len(held) < n:  # rounding left the held-out split short: one more task
             total += 1
             train, held = split_tasks(self.generate(total, seed=seed), held_out=held_out,
@@ -153,7 +167,7 @@ def dev_set(held_out_tasks: int, train_tasks: int, *, seed: int = 0, held_out: f
     train_share = -(-train_tasks // len(found))
     trains, helds = [], []
     for suite in found:
-        train, held = suite.make(max(1, share), seed, held_out)
+        train, held = suite.make(max(1, share), seed, held_out, train_share)
         trains.append(_stamp(train, suite.name))
         helds.append(_stamp(held[:share], suite.name))
     held_all = interleave([gold, *helds])[:held_out_tasks]

@@ -1,4 +1,5 @@
-"""SFT rows (rejection sampling) and DPO pairs (min gap, refine rounds, several samples)."""
+"""SFT rows (rejection sampling) and DPO pairs (min gap, refine rounds, best-of-n rounds,
+several samples)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import pytest
 from distill_helpers import corpus, make_run
 
 from agentic_loop.distill.data.curate import CurationLog, drop_errored
-from agentic_loop.distill.data.datasets import preference_pairs, sft_rows
+from agentic_loop.distill.data.datasets import Message, preference_pairs, sft_rows
 from agentic_loop.distill.data.samples import trajectory_samples
+from agentic_loop.judges import Rubric
+from agentic_loop.judges.ready_rubrics import copywriting_rubric, math_rubric
 from agentic_loop.memory import HashingEmbedder
+from agentic_loop.trajectories import Candidate, Round, Trajectory
 
 
 def samples_of(runs):  # type: ignore[no-untyped-def]
@@ -122,3 +126,42 @@ def test_pairs_cap_per_task_keeps_the_widest_gaps() -> None:
 def test_min_gap_must_be_on_the_unit_scale() -> None:
     with pytest.raises(ValueError, match="min_gap"):
         preference_pairs([], min_score=0.8, min_gap=2, log=CurationLog())
+
+
+def best_of_n_run(rubric: Rubric, *, judged: bool = False) -> Trajectory:
+    """One best-of-4 round: the winner, two scored losers and one cut at the output limit."""
+    losers = [Candidate(draft="The answer is 4.", score=10.0, passed=True, judged=judged),
+              Candidate(draft="Five.", score=0.0, passed=False, judged=judged),
+              Candidate(draft="Let me think step by st", score=0.0, cut_from=900, judged=judged)]
+    return Trajectory(architecture="best_of_n", model_id="m", task="What is 2 + 2?",
+                      rubric=rubric.to_dict(), final_output="4", final_score=10.0, accepted=True,
+                      rounds=[Round(iteration=0, draft="4", score=10.0, passed=True,
+                                    alternatives=losers)])
+
+
+def test_best_of_n_losers_become_pairs_and_accepted_ones_sft_rows() -> None:
+    run = best_of_n_run(math_rubric(4))
+    samples = trajectory_samples(run)
+    assert [(s.response, s.source, s.iteration) for s in samples] == [
+        ("4", "final", 0), ("The answer is 4.", "alternative", 0), ("Five.", "alternative", 0)]
+    rows = sft_rows(samples, min_score=0.8, log=CurationLog())
+    assert [(r.messages[-1].content, r.metadata.source) for r in rows] == [
+        ("4", "final"), ("The answer is 4.", "alternative")]
+    log = CurationLog()
+    pairs = preference_pairs(samples, min_score=0.8, log=log)
+    assert [(p.metadata.source, p.chosen[0].content, p.rejected[0].content, p.metadata.gap)
+            for p in pairs] == [("best_of_n", "4", "Five.", 1.0)]
+    assert "1 from best-of-n rounds" in log.steps[0].detail
+    assert pairs[0].prompt == [Message(role=m["role"], content=m["content"])
+                               for m in samples[0].messages]
+
+
+def test_losers_scored_without_the_judge_give_no_sample_when_the_rubric_judges() -> None:
+    """A copywriting rubric asks the judge too: an unjudged loser's check-only score is
+    not its score, so it makes no pair; a judged one does."""
+    unjudged = trajectory_samples(best_of_n_run(copywriting_rubric()))
+    assert [s.source for s in unjudged] == ["final"]
+    judged = trajectory_samples(best_of_n_run(copywriting_rubric(), judged=True))
+    assert [s.source for s in judged] == ["final", "alternative", "alternative"]
+    unknown = best_of_n_run(math_rubric(4)).model_copy(update={"rubric": None})
+    assert [s.source for s in trajectory_samples(unknown)] == ["final"]

@@ -19,7 +19,7 @@ from pii_corpus import RECORDS, leaks
 from agentic_loop.distill import PiiGate, export_datasets
 from agentic_loop.distill.data.redact import PROPAGATION, redact_runs
 from agentic_loop.memory import HashingEmbedder
-from agentic_loop.trajectories import Round, Trajectory
+from agentic_loop.trajectories import Candidate, Round, Trajectory
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +137,22 @@ def test_spacy_mode_leaks_nothing_planted_and_few_benign_false_positives() -> No
     found = [e for r in gate.anonymize_many(texts)
              for e in r.entities if e != "LOCATION"]
     assert len(found) <= 3, found
+
+
+def test_best_of_n_losers_pass_the_gate_like_drafts(regex_gate: PiiGate) -> None:
+    """A best-of-n round's losers become DPO negatives: they are anonymized, a name in one
+    leaves the record's other texts, and a credential in one is redacted."""
+    loser = Candidate(draft="Dear Femke, write to femke.janssen@ziggo.nl for the refund.",
+                      score=3.0, guards={"task_copy": "copies 'Dear Femke'"})
+    run = make_run("Write a refund note.", [("Hi Femke, the refund is on its way.", 9.0)])
+    run.rounds[0].alternatives.append(loser)
+    [out] = redact_runs([run], regex_gate).kept
+    texts = [out.rounds[0].draft, out.rounds[0].alternatives[0].draft, out.final_output or ""]
+    assert not any("femke" in t.lower() or "janssen" in t.lower() for t in texts), texts
+    assert out.rounds[0].alternatives[0].guards == {"task_copy": ""}
+
+    keyed = make_run("Write a refund note.", [("Refund sent.", 9.0)])
+    keyed.rounds[0].alternatives.append(
+        Candidate(draft="Use key ghp_Mn4Bv8Cx2Zl6Kj0Hg3Fd7Sa1Qw5Er9Ty2Ui6O to log in.", score=2.0))
+    [clean] = redact_runs([keyed], regex_gate).kept
+    assert "Mn4Bv8Cx2Zl6" not in clean.rounds[0].alternatives[0].draft

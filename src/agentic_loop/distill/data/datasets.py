@@ -17,15 +17,22 @@ SFT (rejection sampling, as in RFT): every sample whose reward reaches
 same task (several correct answers per task teach more than one), best
 first, exact and near duplicates removed, at most ``max_per_task`` per task.
 
+The losing samples of a best-of-n round (``source="alternative"``) count like
+drafts: an accepted one is one more distinct correct answer.
+
 DPO pairs (same prompt, chosen = highest reward, rejected = lowest, the gap
 at least ``min_gap`` on the [0, 1] scale, the chosen one at least
-``min_score``), from two sources:
+``min_score``), from three sources:
 
 ``"samples"``
     several runs of one task: the best final output against the worst.
 ``"refine"``
     one run's refine rounds: an early low-scoring draft against the
     accepted final, the improvement the critique loop found.
+``"best_of_n"``
+    one best-of-n round: the best of its samples against the worst, two
+    answers to the same prompt from the same model at the same moment, told
+    apart by the checks alone.
 
 Example:
     >>> from agentic_loop.distill.data.curate import CurationLog
@@ -75,7 +82,7 @@ __all__ = [
     "sft_rows",
 ]
 
-PairSource = Literal["samples", "refine"]
+PairSource = Literal["samples", "refine", "best_of_n"]
 
 
 class Message(BaseModel):
@@ -153,8 +160,9 @@ class _Pair:
 
 
 def _best_first(samples: Sequence[Sample]) -> list[Sample]:
-    """Highest reward first; on ties finals, then archive entries, then drafts, in input order."""
-    rank = {"final": 0, "archive": 1, "round": 2}
+    """Highest reward first; on ties finals, then archive entries, drafts, best-of-n losers,
+    in input order."""
+    rank = {"final": 0, "archive": 1, "round": 2, "alternative": 3}
     order = sorted(range(len(samples)),
                    key=lambda i: (-samples[i].reward, rank[samples[i].source], i))
     return [samples[i] for i in order]
@@ -210,10 +218,10 @@ def sft_rows(
 
 
 def _refine_candidates(samples: Sequence[Sample]) -> list[_Pair]:
-    """Per run: its best sample against its worst *earlier* draft."""
+    """Per run: its best round draft or final against its worst *earlier* draft."""
     by_run: dict[str, list[Sample]] = defaultdict(list)
     for s in samples:
-        if s.source != "archive":
+        if s.source in ("round", "final"):
             by_run[s.trajectory_id].append(s)
     pairs = []
     for run in by_run.values():
@@ -226,6 +234,25 @@ def _refine_candidates(samples: Sequence[Sample]) -> list[_Pair]:
         if earlier:
             worst = min(earlier, key=lambda s: (s.reward, s.iteration or 0))
             pairs.append(_Pair(chosen, worst, "refine"))
+    return pairs
+
+
+def _best_of_n_candidates(samples: Sequence[Sample]) -> list[_Pair]:
+    """Per best-of-n round: its best sample against its worst (an alternative)."""
+    rounds: dict[tuple[str, int | None], list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.source != "archive":
+            rounds[(s.trajectory_id, s.iteration)].append(s)
+    pairs = []
+    for group in rounds.values():
+        losers = [s for s in group if s.source == "alternative"]
+        if not losers:
+            continue
+        chosen = max(group, key=lambda s: (s.reward, s.source != "alternative"))
+        rejected = min((s for s in losers if s is not chosen), key=lambda s: s.reward,
+                       default=None)
+        if rejected is not None:
+            pairs.append(_Pair(chosen, rejected, "best_of_n"))
     return pairs
 
 
@@ -253,14 +280,17 @@ def preference_pairs(
     log: CurationLog,
     max_per_task: int | None = None,
 ) -> list[PairRow]:
-    """The DPO set: refine-round and cross-sample pairs, filtered, each step recorded in ``log``."""
+    """The DPO set: refine-round, best-of-n and cross-sample pairs, filtered, each step
+    recorded in ``log``."""
     if not 0.0 < min_gap <= 1.0:
         raise ConfigError(f"min_gap is a reward difference in (0, 1], got {min_gap!r}")
     unit = "pairs"
-    refine, across = _refine_candidates(samples), _sample_candidates(samples)
-    pairs = refine + across
+    refine, best_of = _refine_candidates(samples), _best_of_n_candidates(samples)
+    across = _sample_candidates(samples)
+    pairs = refine + best_of + across
     log.record("pair candidates", unit, len(pairs), len(pairs),
-               f"{len(refine)} from refine rounds, {len(across)} across samples of a task")
+               f"{len(refine)} from refine rounds, {len(best_of)} from best-of-n rounds, "
+               f"{len(across)} across samples of a task")
     pairs = log.keep("chosen meets min_score", unit, pairs,
                      [p for p in pairs if p.chosen.reward >= min_score],
                      f"chosen reward >= {min_score:g}")

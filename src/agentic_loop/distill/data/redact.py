@@ -1,7 +1,7 @@
 """Runs through the PII gate: every text that can reach a dataset, or the whole run is dropped.
 
-A run's task, its drafts and its final output become prompts and responses
-of training rows, so each passes :class:`~agentic_loop.distill.data.pii.PiiGate`.
+A run's task, its drafts (best-of-n alternatives too) and its final output
+become prompts and responses of training rows, so each passes :class:`~agentic_loop.distill.data.pii.PiiGate`.
 Texts repeat a lot (the final output is one of the drafts, a task is run
 many times), so each distinct text is anonymized once.
 
@@ -66,10 +66,13 @@ class RedactedRuns:
 
 
 def run_texts(run: Trajectory) -> list[tuple[str, str]]:
-    """Every ``(field, text)`` of ``run`` that can reach a dataset: task, drafts, the parts of
-    its fresh-draft prompts (:func:`~agentic_loop.distill.data.samples.prompt_texts`), final."""
+    """Every ``(field, text)`` of ``run`` that can reach a dataset: task, drafts, best-of-n
+    alternatives, the parts of its fresh-draft prompts
+    (:func:`~agentic_loop.distill.data.samples.prompt_texts`), final."""
     drafts = [(f"rounds[{i}].draft", r.draft) for i, r in enumerate(run.rounds)]
-    texts = [("task", run.task), *drafts, *prompt_texts(run)]
+    others = [(f"rounds[{i}].alternatives[{j}].draft", c.draft)
+              for i, r in enumerate(run.rounds) for j, c in enumerate(r.alternatives)]
+    texts = [("task", run.task), *drafts, *others, *prompt_texts(run)]
     if run.final_output is not None:
         texts.append(("final_output", run.final_output))
     return texts
@@ -149,15 +152,21 @@ def redact_runs(
 
 
 def _rebuild(run: Trajectory, texts: list[str]) -> Trajectory:
-    task, drafts = texts[0], texts[1:1 + len(run.rounds)]
-    prompts = redacted_prompts(run.rounds, texts[1 + len(run.rounds):len(texts) - (
-        run.final_output is not None)])
+    """``run`` with its :func:`run_texts` replaced by ``texts`` (same order)."""
+    remaining = iter(texts[1:len(texts) - (run.final_output is not None)])
+    drafts = [next(remaining) for _ in run.rounds]
+    others = [[c.model_copy(update={"draft": next(remaining),
+                                    "guards": dict.fromkeys(c.guards, "")})
+               for c in r.alternatives] for r in run.rounds]
+    prompts = redacted_prompts(run.rounds, list(remaining))
     rounds = [
         r.model_copy(update={"draft": d, "critique": None, "feedback": None, "prompt": p,
+                             "alternatives": a,
                              # the flags are counted by the export; the reasons quote the draft
                              "guards": dict.fromkeys(r.guards, "")})
-        for r, d, p in zip(run.rounds, drafts, prompts, strict=True)
+        for r, d, a, p in zip(run.rounds, drafts, others, prompts, strict=True)
     ]
+    task = texts[0]
     final = texts[-1] if run.final_output is not None else None
     return run.model_copy(update={"task": task, "rounds": rounds, "final_output": final,
                                   "metadata": {}})

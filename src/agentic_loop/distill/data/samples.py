@@ -71,7 +71,8 @@ __all__ = [
 RETRIEVED_PARTS = ("exemplars", "lessons")
 
 RewardKind = Literal["rubric", "composite"]
-SampleSource = Literal["round", "final", "archive"]
+#: ``"alternative"``: a best-of-n sample that lost to its round's draft (``Round.alternatives``)
+SampleSource = Literal["round", "final", "archive", "alternative"]
 
 _SPACES = re.compile(r"\s+")
 
@@ -196,13 +197,35 @@ def _chat(prompt: DraftPrompt, include_exemplars: bool) -> tuple[tuple[str, str]
     return tuple((m["role"], m["content"]) for m in messages)
 
 
+def _alternatives_scored_in_full(trajectory: Trajectory) -> bool:
+    """Whether a best-of-n alternative's check-only score is its whole score.
+
+    :func:`~agentic_loop.architectures.sampling.pick_best` scores the losers of
+    a round by the checks alone, the judged features counted as unmet: a true
+    score only when the run's rubric judges nothing. A run whose rubric is
+    unknown or unreadable gives no unjudged alternatives (a too-low reward
+    would make a wrong pair).
+    """
+    if not trajectory.rubric:
+        return False
+    from agentic_loop.judges import Rubric
+
+    try:
+        return not Rubric.from_dict(trajectory.rubric).llm_features
+    except (AgenticLoopError, TypeError, ValueError, KeyError):
+        return False
+
+
 def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
                        include_exemplars: bool = False) -> list[Sample]:
     """The scored, non-empty drafts of a run, in round order; the final one is marked ``"final"``.
 
     A final output that matches no round (an archive entry, or a log that
     kept only the final) becomes a sample of its own. Archive entries (runs
-    whose ``architecture`` is ``"archive"``) give ``source="archive"``.
+    whose ``architecture`` is ``"archive"``) give ``source="archive"``. The losing
+    samples of a best-of-n round follow their round's draft as
+    ``source="alternative"`` (same iteration and prompt), when their score is
+    their whole score (see :func:`_alternatives_scored_in_full`).
     Scores must be valid (see :func:`invalid_scores`). Each sample's ``chat``
     is the fresh-draft prompt (see the module docstring); with
     ``include_exemplars`` a fresh draft keeps the exemplars and lessons it was
@@ -221,7 +244,7 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
     final_source: SampleSource = "archive" if trajectory.architecture == "archive" else "final"
 
     def make(text: str, score: float, iteration: int | None, is_final: bool,
-             sent: DraftPrompt | None = None) -> Sample:
+             sent: DraftPrompt | None = None, source: SampleSource = "round") -> Sample:
         if is_final and reward == "composite":
             value = composite_reward(score, feedback=trajectory.feedback,
                                      latency_s=trajectory.latency_s)
@@ -231,19 +254,23 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
             prompt=trajectory.task,
             response=text,
             reward=value,
-            source=final_source if is_final else "round",
+            source=final_source if is_final else source,
             trajectory_id=trajectory.id,
             iteration=iteration,
             model_id=trajectory.model_id,
             chat=_chat(sent, True) if include_exemplars and sent is not None else run_chat,
         )
 
-    samples = [
-        make(r.draft, r.score, r.iteration, i == final_round,
-             r.prompt if r.prompt is not None and _is_fresh(r.prompt) else None)
-        for i, r in enumerate(trajectory.rounds)
-        if r.score is not None and r.draft.strip() and r.cut_from is None
-    ]
+    exact = _alternatives_scored_in_full(trajectory)
+    samples = []
+    for i, r in enumerate(trajectory.rounds):
+        sent = r.prompt if r.prompt is not None and _is_fresh(r.prompt) else None
+        if r.score is not None and r.draft.strip() and r.cut_from is None:
+            samples.append(make(r.draft, r.score, r.iteration, i == final_round, sent))
+        samples += [make(c.draft, c.score, r.iteration, False, sent, "alternative")
+                    for c in r.alternatives
+                    if c.score is not None and c.draft.strip() and c.cut_from is None
+                    and (c.judged or exact)]
     if final is not None and final_round is None and final.strip():
         assert trajectory.final_score is not None
         samples.append(make(final, trajectory.final_score, None, True))
