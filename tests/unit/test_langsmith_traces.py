@@ -225,7 +225,6 @@ def test_tracing_on_with_no_server_does_not_stall_the_app(tmp_path):
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent("""
         import time
-        t0 = time.perf_counter()
         from agentic_loop.architectures import Reflection
         from agentic_loop.judges import Rubric
         from agentic_loop.testing import ScriptedChatModel
@@ -233,15 +232,16 @@ def test_tracing_on_with_no_server_does_not_stall_the_app(tmp_path):
                           rubric=Rubric.for_constraints(exact_words=1))
         result = arch.run("Greet me in one word.")
         assert result.ok and result.output == "Hi", result
-        print("RUN_S", time.perf_counter() - t0)
+        print("DONE_AT", time.time())
     """))
     env = {**os.environ, "LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": "test-key",
            "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
-    started = time.perf_counter()
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                           timeout=120)
-    total = time.perf_counter() - started
+    exited_at = time.time()
     assert proc.returncode == 0, proc.stderr[-2000:]
-    run_s = float(proc.stdout.split("RUN_S")[1])
+    # from the run's end to the process's exit: the interpreter's start, which a loaded
+    # machine slows, is not counted
+    exit_s = exited_at - float(proc.stdout.split("DONE_AT")[1])
     # the unreachable server costs at most a few seconds at exit, never the app's runtime
-    assert total - run_s < 15.0, f"exit took {total - run_s:.1f}s after the run finished"
+    assert exit_s < 15.0, f"exit took {exit_s:.1f}s after the run finished"

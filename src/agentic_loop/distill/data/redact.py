@@ -1,7 +1,8 @@
 """Runs through the PII gate: every text that can reach a dataset, or the whole run is dropped.
 
 A run's task, its drafts (best-of-n alternatives too) and its final output
-become prompts and responses of training rows, so each passes :class:`~agentic_loop.distill.data.pii.PiiGate`.
+become prompts and responses of training rows, so each passes
+:class:`~agentic_loop.distill.data.pii.PiiGate`.
 Texts repeat a lot (the final output is one of the drafts, a task is run
 many times), so each distinct text is anonymized once.
 
