@@ -45,12 +45,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentic_loop.distill.data.reward import composite_reward
 from agentic_loop.errors import AgenticLoopError, ConfigError
 from agentic_loop.prompt_format import DraftPrompt, fresh_draft_prompt, rubric_requirements
 from agentic_loop.trajectories import Round, Trajectory
+
+if TYPE_CHECKING:
+    from agentic_loop.judges import Rubric
 
 __all__ = [
     "RETRIEVED_PARTS",
@@ -132,16 +135,23 @@ def _is_fresh(prompt: DraftPrompt | None) -> bool:
     return prompt is not None and prompt.template == "generate"
 
 
+def _saved_rubric(trajectory: Trajectory) -> Rubric | None:
+    """The run's rubric rebuilt from its log; ``None`` when none was saved or it cannot be
+    rebuilt (names only: a rubric of custom checks)."""
+    if not trajectory.rubric:
+        return None
+    from agentic_loop.judges import Rubric
+
+    try:
+        return Rubric.from_dict(trajectory.rubric)
+    except (AgenticLoopError, TypeError, ValueError, KeyError):
+        return None
+
+
 def _rebuilt_prompt(trajectory: Trajectory) -> DraftPrompt:
     """The fresh-draft prompt of a run that recorded none: its task and its rubric's checks."""
-    requirements = ""
-    if trajectory.rubric:
-        from agentic_loop.judges import Rubric
-
-        try:
-            requirements = rubric_requirements(Rubric.from_dict(trajectory.rubric))
-        except (AgenticLoopError, TypeError, ValueError, KeyError):
-            requirements = ""  # names only (a rubric of custom checks): the task alone
+    rubric = _saved_rubric(trajectory)
+    requirements = rubric_requirements(rubric) if rubric is not None else ""
     return fresh_draft_prompt(trajectory.task, requirements, rebuilt=True)
 
 
@@ -206,14 +216,8 @@ def _alternatives_scored_in_full(trajectory: Trajectory) -> bool:
     unknown or unreadable gives no unjudged alternatives (a too-low reward
     would make a wrong pair).
     """
-    if not trajectory.rubric:
-        return False
-    from agentic_loop.judges import Rubric
-
-    try:
-        return not Rubric.from_dict(trajectory.rubric).llm_features
-    except (AgenticLoopError, TypeError, ValueError, KeyError):
-        return False
+    rubric = _saved_rubric(trajectory)
+    return rubric is not None and not rubric.llm_features
 
 
 def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
@@ -261,7 +265,9 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
             chat=_chat(sent, True) if include_exemplars and sent is not None else run_chat,
         )
 
-    exact = _alternatives_scored_in_full(trajectory)
+    # parsed only for runs with best-of-n losers: the export reads every run
+    exact = (any(r.alternatives for r in trajectory.rounds)
+             and _alternatives_scored_in_full(trajectory))
     samples = []
     for i, r in enumerate(trajectory.rounds):
         sent = r.prompt if r.prompt is not None and _is_fresh(r.prompt) else None
