@@ -103,6 +103,44 @@ def test_a_request_joining_mid_decode_finishes_before_the_long_one(tiny_model: A
     assert engine.stats["max_rows"] == 2
 
 
+def test_arrivals_mid_decode_join_in_one_prefill(tiny_model: Any) -> None:
+    # Three requests arrive one at a time while a long one decodes: with join_min=3 and
+    # no deadline they wait for each other and join in one prefill, each with its solo answer.
+    prompts = _prompts()[:3]
+    solo = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=1, shared_prefix_min=10**9)
+    alone = [solo.submit(_request(p, b)).result().text for p, b in prompts]
+    engine = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=8, join_min=3,
+                              join_wait_steps=10**9)
+    long = engine.submit(_request([5, 6, 7], 2000))
+    while engine.stats["requests"] == 0:
+        time.sleep(0.001)
+    futures = []
+    for p, b in prompts:
+        futures.append(engine.submit(_request(p, b)))
+        time.sleep(0.02)  # each arrives some steps after the one before
+    assert [f.result(timeout=60).text for f in futures] == alone
+    assert not long.done()
+    assert engine.stats["joined"] == 3 and engine.stats["join_prefills"] == 1
+    engine.close()
+
+    # join_min=1 takes each arrival at the next step: three prefills.
+    eager = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=8, join_min=1)
+    long = eager.submit(_request([5, 6, 7], 2000))
+    while eager.stats["requests"] == 0:
+        time.sleep(0.001)
+    for p, b in prompts:
+        eager.submit(_request(p, b)).result(timeout=60)
+    assert eager.stats["join_prefills"] == 3
+    eager.close()
+
+
+def test_join_settings_below_one_are_refused(tiny_model: Any) -> None:
+    from agentic_loop.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="join_min=0"):
+        GenerationEngine(tiny_model, DigitTokenizer(), join_min=0)
+
+
 def test_shared_prefixes_and_repeated_prompts_are_computed_once(tiny_model: Any) -> None:
     # A 20-token "system prompt" every request starts with, distinct tails, and one prompt
     # asked three times (best-of-n): computed once each, yet every answer is its solo answer.

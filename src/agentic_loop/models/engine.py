@@ -9,7 +9,11 @@ cache, and applies each row's grammar mask. Batching is continuous: a row
 leaves the batch (and its caller gets the answer) the step it finishes, and
 requests that arrive meanwhile are prefilled and join the running batch
 between steps, so a loop's next-round request never waits for a stranger's
-long answer, and the batch stays full. Callers just submit and wait;
+long answer, and the batch stays full. Joiners are gathered into one prefill
+(``join_min`` of them, or whatever waited ``join_wait_steps`` steps): each join
+is a full forward pass plus a copy of the whole KV cache, and joining one
+request per step cost a third of the throughput at 32 concurrent requests.
+Callers just submit and wait;
 batching happens underneath, which is also what makes LangChain's
 thread-pool ``batch`` truly batched.
 
@@ -192,6 +196,11 @@ class GenerationEngine:
     never waits for another request's long answer to finish.
     ``shared_prefix_min``: the shortest prompt prefix worth computing once for a
     prefill group, or copying from the previous prefill (see ``_prefill``).
+    ``join_min`` / ``join_wait_steps``: requests that arrive mid-decode join in
+    groups of ``join_min`` (or as many as there are free rows), and none waits
+    more than ``join_wait_steps`` steps; an idle batch takes them at once.
+    Measured on the embedded model, 128 requests at 32 concurrent: joining each
+    arrival at once 79-90 tokens/s, groups of 8 (wait 8 steps) 121-122.
     """
 
     def __init__(
@@ -202,6 +211,8 @@ class GenerationEngine:
         max_batch_size: int = 32,
         batch_window_s: float = 0.01,
         shared_prefix_min: int = 16,
+        join_min: int = 8,
+        join_wait_steps: int = 8,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -210,16 +221,21 @@ class GenerationEngine:
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_s
         self.shared_prefix_min = shared_prefix_min
+        if join_min < 1 or join_wait_steps < 1:
+            raise ConfigError(f"join_min={join_min}, join_wait_steps={join_wait_steps}: "
+                              "pass ints >= 1 (1 and 1 join every arrival at the next step)")
+        self.join_min, self.join_wait_steps = join_min, join_wait_steps
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
         self.eos_ids = self._eos_ids()
         self._queue: queue.Queue[GenerationRequest | None] = queue.Queue()  # None: wake up
         self._closed = threading.Event()
-        #: Busy periods, requests, the widest batch, and requests that joined a batch
-        #: already decoding (continuous batching): to verify batching.
+        #: Busy periods, requests, the widest batch, requests that joined a batch
+        #: already decoding (continuous batching) and the prefills that took them in
+        #: (``join_prefills``): to verify batching.
         #: Prompt tokens whose KV was copied from the previous prefill's prefix.
         self.stats = {"batches": 0, "requests": 0, "max_rows": 0, "joined": 0,
-                      "reused_prefix_tokens": 0}
+                      "join_prefills": 0, "reused_prefix_tokens": 0}
         self._prefix = PrefixMemory(minimum=shared_prefix_min)
         #: Seconds spent decoding (prefills and steps), counted before each step's answers
         #: are handed out: the difference over a stretch of work is that work's compute,
@@ -384,6 +400,7 @@ class GenerationEngine:
         batch = self._prefill(requests)
         self._running = list(requests)
         self.stats["max_rows"] = max(self.stats["max_rows"], len(batch.rows))
+        waited = 0  # steps the oldest queued request has waited to join
         while batch.rows:
             if self._closed.is_set():
                 raise ModelCallError("the generation engine was closed while this request ran")
@@ -415,11 +432,17 @@ class GenerationEngine:
             if batch.rows:
                 step = torch.tensor(next_tokens, dtype=torch.long, device=self.device)
                 batch.step(self.model, step.unsqueeze(1))
-            joining = self._waiting(self.max_batch_size - len(batch.rows))
+            free, queued = self.max_batch_size - len(batch.rows), self._queue.qsize()
+            waited = waited + 1 if queued and free > 0 else 0
+            if not (waited and (not batch.rows or queued >= min(self.join_min, free)
+                                or waited >= self.join_wait_steps)):
+                continue
+            waited, joining = 0, self._waiting(free)
             if joining:
                 self._running.extend(joining)
                 if batch.rows:
                     self.stats["joined"] += len(joining)
+                    self.stats["join_prefills"] += 1
                     batch = batch.merge(self._prefill(joining))
                 else:
                     batch = self._prefill(joining)
