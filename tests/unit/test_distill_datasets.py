@@ -165,3 +165,24 @@ def test_losers_scored_without_the_judge_give_no_sample_when_the_rubric_judges()
     assert [s.source for s in judged] == ["final", "alternative", "alternative"]
     unknown = best_of_n_run(math_rubric(4)).model_copy(update={"rubric": None})
     assert [s.source for s in trajectory_samples(unknown)] == ["final"]
+
+
+def test_a_loser_that_outscores_its_round_is_paired_against_the_worst_other_loser() -> None:
+    """A round's draft is picked before the judge scores it, so a loser can end above it:
+    that loser is then the chosen side (not the round's draft), against the worst other
+    loser; with no other loser the round gives no best-of-n pair."""
+    def run(*losers: Candidate) -> Trajectory:
+        return Trajectory(architecture="best_of_n", model_id="m", task="What is 2 + 2?",
+                          rubric=math_rubric(4).to_dict(), final_output="Four-ish.",
+                          final_score=4.0, accepted=False,
+                          rounds=[Round(iteration=0, draft="Four-ish.", score=4.0, passed=False,
+                                        alternatives=list(losers))])
+
+    best = Candidate(draft="4", score=10.0, passed=True)
+    worst = Candidate(draft="Five.", score=0.0, passed=False)
+    pairs = preference_pairs(trajectory_samples(run(best, worst)), min_score=0.8,
+                             log=CurationLog())
+    assert [(p.metadata.source, p.chosen[0].content, p.rejected[0].content) for p in pairs
+            if p.metadata.source == "best_of_n"] == [("best_of_n", "4", "Five.")]
+    alone = preference_pairs(trajectory_samples(run(best)), min_score=0.8, log=CurationLog())
+    assert [p for p in alone if p.metadata.source == "best_of_n"] == []
