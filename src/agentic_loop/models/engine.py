@@ -9,11 +9,8 @@ cache, and applies each row's grammar mask. Batching is continuous: a row
 leaves the batch (and its caller gets the answer) the step it finishes, and
 requests that arrive meanwhile are prefilled and join the running batch
 between steps, so a loop's next-round request never waits for a stranger's
-long answer, and the batch stays full. Joiners are gathered into one prefill
-(``join_min`` of them, or whatever waited ``join_wait_steps`` steps): each join
-is a full forward pass plus a copy of the whole KV cache, and joining one
-request per step cost a third of the throughput at 32 concurrent requests.
-Callers just submit and wait;
+long answer, and the batch stays full (arrivals join in groups: see
+:mod:`~agentic_loop.models.join_policy`). Callers just submit and wait;
 batching happens underneath, which is also what makes LangChain's
 thread-pool ``batch`` truly batched.
 
@@ -47,6 +44,7 @@ from agentic_loop.models.grammar import (
     apply_token_masks,
     fill_token_mask,
 )
+from agentic_loop.models.join_policy import JoinPolicy
 from agentic_loop.models.prefix_memory import PrefixMemory
 from agentic_loop.models.token_sampling import sample_tokens
 
@@ -196,11 +194,7 @@ class GenerationEngine:
     never waits for another request's long answer to finish.
     ``shared_prefix_min``: the shortest prompt prefix worth computing once for a
     prefill group, or copying from the previous prefill (see ``_prefill``).
-    ``join_min`` / ``join_wait_steps``: requests that arrive mid-decode join in
-    groups of ``join_min`` (or as many as there are free rows), and none waits
-    more than ``join_wait_steps`` steps; an idle batch takes them at once.
-    Measured on the embedded model, 128 requests at 32 concurrent: joining each
-    arrival at once 79-90 tokens/s, groups of 8 (wait 8 steps) 121-122.
+    ``join_min`` / ``join_wait_steps``: how arrivals mid-decode join (:class:`JoinPolicy`).
     """
 
     def __init__(
@@ -221,18 +215,15 @@ class GenerationEngine:
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_s
         self.shared_prefix_min = shared_prefix_min
-        if join_min < 1 or join_wait_steps < 1:
-            raise ConfigError(f"join_min={join_min}, join_wait_steps={join_wait_steps}: "
-                              "pass ints >= 1 (1 and 1 join every arrival at the next step)")
+        JoinPolicy(join_min, join_wait_steps)  # refuse bad settings now, not in the worker
         self.join_min, self.join_wait_steps = join_min, join_wait_steps
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
         self.eos_ids = self._eos_ids()
         self._queue: queue.Queue[GenerationRequest | None] = queue.Queue()  # None: wake up
         self._closed = threading.Event()
-        #: Busy periods, requests, the widest batch, requests that joined a batch
-        #: already decoding (continuous batching) and the prefills that took them in
-        #: (``join_prefills``): to verify batching.
+        #: Busy periods, requests, the widest batch, requests that joined a running batch
+        #: and the prefills that took them in (``join_prefills``): to verify batching.
         #: Prompt tokens whose KV was copied from the previous prefill's prefix.
         self.stats = {"batches": 0, "requests": 0, "max_rows": 0, "joined": 0,
                       "join_prefills": 0, "reused_prefix_tokens": 0}
@@ -400,7 +391,7 @@ class GenerationEngine:
         batch = self._prefill(requests)
         self._running = list(requests)
         self.stats["max_rows"] = max(self.stats["max_rows"], len(batch.rows))
-        waited = 0  # steps the oldest queued request has waited to join
+        joins = JoinPolicy(self.join_min, self.join_wait_steps)
         while batch.rows:
             if self._closed.is_set():
                 raise ModelCallError("the generation engine was closed while this request ran")
@@ -432,12 +423,10 @@ class GenerationEngine:
             if batch.rows:
                 step = torch.tensor(next_tokens, dtype=torch.long, device=self.device)
                 batch.step(self.model, step.unsqueeze(1))
-            free, queued = self.max_batch_size - len(batch.rows), self._queue.qsize()
-            waited = waited + 1 if queued and free > 0 else 0
-            if not (waited and (not batch.rows or queued >= min(self.join_min, free)
-                                or waited >= self.join_wait_steps)):
+            free = self.max_batch_size - len(batch.rows)
+            if not joins.due(queued=self._queue.qsize(), free=free, running=len(batch.rows)):
                 continue
-            waited, joining = 0, self._waiting(free)
+            joining = self._waiting(free)
             if joining:
                 self._running.extend(joining)
                 if batch.rows:
