@@ -215,8 +215,7 @@ class GenerationEngine:
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_s
         self.shared_prefix_min = shared_prefix_min
-        JoinPolicy(join_min, join_wait_steps)  # refuse bad settings now, not in the worker
-        self.join_min, self.join_wait_steps = join_min, join_wait_steps
+        self._joins = JoinPolicy(join_min, join_wait_steps)  # bad settings fail here
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
         self.eos_ids = self._eos_ids()
@@ -391,7 +390,7 @@ class GenerationEngine:
         batch = self._prefill(requests)
         self._running = list(requests)
         self.stats["max_rows"] = max(self.stats["max_rows"], len(batch.rows))
-        joins = JoinPolicy(self.join_min, self.join_wait_steps)
+        self._joins.waited = 0  # a period that raised may have left a count
         while batch.rows:
             if self._closed.is_set():
                 raise ModelCallError("the generation engine was closed while this request ran")
@@ -424,7 +423,8 @@ class GenerationEngine:
                 step = torch.tensor(next_tokens, dtype=torch.long, device=self.device)
                 batch.step(self.model, step.unsqueeze(1))
             free = self.max_batch_size - len(batch.rows)
-            if not joins.due(queued=self._queue.qsize(), free=free, running=len(batch.rows)):
+            if not self._joins.due(queued=self._queue.qsize(), free=free,
+                                   running=len(batch.rows)):
                 continue
             joining = self._waiting(free)
             if joining:
