@@ -38,6 +38,7 @@ STAND_IN = textwrap.dedent('''
     with open(record, "w") as fh:
         json.dump({"argv": sys.argv[1:], "kv": os.environ.get("VLLM_CPU_KVCACHE_SPACE"),
                    "offline": os.environ.get("HF_HUB_OFFLINE"),
+                   "aot": os.environ.get("VLLM_USE_AOT_COMPILE"),
                    "runtime_lora": os.environ.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING")}, fh)
     with open(record + ".starts", "a") as fh:
         fh.write(opts["--model"] + "\\n")

@@ -34,6 +34,7 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pat
     record = tmp_path / "record.json"
     monkeypatch.setenv("STAND_IN_RECORD", str(record))
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
     return python, record
 
 
@@ -56,7 +57,18 @@ def test_serve_waits_until_ready_and_stops_cleanly(tmp_path: Path,
     assert argv[:2] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert argv[argv.index("--model") + 1] == str((tmp_path / "m").resolve())
     assert "--enforce-eager" not in argv and argv[argv.index("--dtype") + 1] == cpu_dtype()
-    assert (seen["kv"], seen["offline"]) == ("1", "1")
+    assert (seen["kv"], seen["offline"], seen["aot"]) == ("1", "1", "0")
+
+
+def test_cpu_defaults_yield_to_the_callers_environment(tmp_path: Path,
+                                                       stand_in: tuple[Path, Path],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    python, record = stand_in
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")
+    with serve(_model(tmp_path), name="tagline", python=python, device="cpu", timeout=30,
+               env={"VLLM_USE_AOT_COMPILE": "1"}):
+        seen = json.loads(record.read_text())
+    assert (seen["kv"], seen["aot"]) == ("3", "1")
 
 
 def test_an_adapter_is_served_by_name_on_its_base(tmp_path: Path,
