@@ -140,3 +140,8 @@ def test_structured_output_with_a_dict_schema_and_include_raw(local_llm):
 def test_the_same_dir_is_loaded_once_per_process(local_llm):
     again = load_chat_model("local")
     assert again.engine is local_llm.engine
+    cap = local_llm.engine.max_batch_size
+    wider = load_chat_model("local", max_batch_size=cap + 16)
+    assert wider.engine is local_llm.engine and wider.engine.max_batch_size == cap + 16
+    narrower = load_chat_model("local", max_batch_size=1)  # others rely on the wider cap
+    assert narrower.engine.max_batch_size == cap + 16

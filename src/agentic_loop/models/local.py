@@ -112,7 +112,13 @@ def _resolve_device(device: str) -> str:
 def loaded_engine(
     model_dir: str | Path, *, dtype: str = "auto", device: str = "auto", max_batch_size: int = 32
 ) -> GenerationEngine:
-    """Load (once per process) the model in ``model_dir`` and return its engine."""
+    """Load (once per process) the model in ``model_dir`` and return its engine.
+
+    One engine per model directory, dtype and device: one copy of the weights and
+    one decoder, so every caller's requests batch together. A caller asking for a
+    larger ``max_batch_size`` than the engine has widens it (the engine reads the
+    cap at every admission); a smaller one leaves it, as other callers rely on it.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(model_dir).expanduser()
@@ -122,6 +128,7 @@ def loaded_engine(
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is not None:
+            engine.max_batch_size = max(engine.max_batch_size, max_batch_size)
             return engine
         if not path.is_dir():
             raise ModelLoadError(
