@@ -38,6 +38,7 @@ from langgraph.graph import END, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentic_loop.architectures.archive_refine import DEFAULT_MIN_SIMILARITY
 from agentic_loop.architectures.base import Architecture
 from agentic_loop.architectures.prompts import reflect_messages
 from agentic_loop.architectures.state import LoopState
@@ -82,7 +83,11 @@ class Reflexion(Architecture):
             ``data/reflections``); omit it and pass ``store=`` to keep reflections in
             that LangGraph store instead.
         k: reflections recalled for a task.
-        min_similarity: ignore reflections on tasks less similar than this.
+        min_similarity: ignore reflections on tasks less similar than this (cosine; the
+            archive's floor). Lessons from other tasks mislead a small model's first
+            attempt: on the bench's 200 quick held-out tasks with the 135M model, a floor
+            of 0.3 passed 28 (20 first attempts) and 0.6 passed 40 (32 first attempts;
+            21 tasks won, 9 lost, exact McNemar p=0.043), in less time (617 s vs 687).
         memory_namespace: namespace used when ``memory`` is a path, or in ``store``.
     """
 
@@ -91,7 +96,8 @@ class Reflexion(Architecture):
 
     def __init__(self, llm: BaseChatModel | str, rubric: Any = None, *,
                  memory: ReflexionMemory | str = UNSET, k: int = 3,
-                 min_similarity: float | None = 0.3, memory_namespace: str | None = None,
+                 min_similarity: float | None = DEFAULT_MIN_SIMILARITY,
+                 memory_namespace: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(llm, rubric, **kwargs)
         self.memory_slot = memory_slot("reflexion", memory, kwargs.get("store"),
