@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
+from agentic_loop.architectures.reflexion import usable_lesson
 from agentic_loop.memory import Archive, ReflexionMemory
 from agentic_loop.models import load_chat_model
 from agentic_loop.trajectories import TrajectoryLog
@@ -77,5 +78,8 @@ def test_reflection_and_reflexion_run_on_the_embedded_model(local_llm, embedder,
     memory = ReflexionMemory(tmp_path / "reflections", embedder=embedder)
     reflexion = Reflexion(local_llm, memory=memory, max_iterations=2).run(SEED_TASKS[1])
     assert reflexion.ok, reflexion.errors
-    if not reflexion.trace[0].passed:  # a failed first attempt leaves a stored lesson
-        assert len(memory) >= 1 and memory.entries()[0].reflection.strip()
+    if not reflexion.trace[0].passed:  # a failed first attempt is reflected on and retried
+        assert len(reflexion.trace) == 2
+    # The lesson is stored unless the sampled one was a placeholder or a fragment, which the
+    # memory never keeps (usable_lesson); the model samples here, so either can happen.
+    assert all(usable_lesson(entry.reflection) for entry in memory.entries())
