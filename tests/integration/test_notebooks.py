@@ -20,7 +20,10 @@ def test_the_five_walkthroughs_exist():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path):
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    # The kernel inherits TMPDIR, so the notebook's own temp workdir (a trained model among it)
+    # lands under tmp_path and goes when the test passes, instead of staying in /tmp.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     nb = nbformat.read(path, as_version=4)
     assert any(c.cell_type == "code" and c.outputs for c in nb.cells), \
         f"{path.name} was committed without outputs; run notebooks/build.py"
