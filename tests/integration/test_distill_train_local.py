@@ -142,6 +142,7 @@ def test_unmerged_lora_keeps_an_adapter(dataset: Path, tmp_path: Path) -> None:
     assert (result.model_dir / "chat_template.jinja").is_file()
     config = json.loads((result.model_dir / "adapter_config.json").read_text())
     assert Path(config["base_model_name_or_path"]) == ensure_converted()
+    _generates(result.spec)  # in-process too: merged onto its base at load
 
 
 def test_evaluate_models_on_real_models(sft_full: TrainResult, tmp_path: Path) -> None:

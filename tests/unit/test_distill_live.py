@@ -222,7 +222,8 @@ def test_registry_spec_errors(tmp_path: Path) -> None:
         load_chat_model(f"registry:{reg.root}")
     reg.promote("v1")
     llm = load_chat_model(f"registry:{reg.root}")
-    with pytest.raises(ModelLoadError, match="LoRA adapter.*agentic-loop serve"):
+    # The stand-in adapter has no weights: in-process loading names it and its base.
+    with pytest.raises(ModelLoadError, match=r"could not load the LoRA adapter in .*a1 on its"):
         llm.invoke("hi")
     index = json.loads(reg.index_path.read_text())
     assert index["current"] == "v1"  # nothing was changed by the failed load

@@ -61,7 +61,8 @@ def distill_command(
         "--lora", help="Train a LoRA adapter (PEFT) instead of every weight.")] = False,
     no_merge: Annotated[bool, typer.Option(
         "--no-merge",
-        help="Keep the LoRA adapter unmerged (served by name through vLLM).")] = False,
+        help="Keep the LoRA adapter unmerged (vLLM serves it by name and swaps it live; "
+             "in-process it loads merged onto its base).")] = False,
     max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Passes over the data.")] = 1.0,
@@ -260,10 +261,9 @@ def _print_training(result: TrainResult) -> None:
                       "-" if stage.train_loss is None else f"{stage.train_loss:.4f}",
                       "-" if rate is None else f"{rate:.1f}", stage.resumed_from or "-")
     console.print(table)
-    kind = ("LoRA adapter (serve it with `agentic-loop serve --model DIR`)" if result.adapter
-            else "model")
+    kind = ("LoRA adapter (in-process it loads merged onto its base; vLLM serves it by name: "
+            "`agentic-loop serve --model DIR`)" if result.adapter else "model")
     console.print(f"{kind}: {escape(str(result.model_dir))}; card: "
                   f"{escape(str(result.model_dir / 'model_card.yaml'))}", highlight=False,
                   soft_wrap=True)
-    if not result.adapter:
-        console.print(f"use it: load_chat_model({result.spec!r})", highlight=False, soft_wrap=True)
+    console.print(f"use it: load_chat_model({result.spec!r})", highlight=False, soft_wrap=True)

@@ -28,9 +28,8 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -38,150 +37,21 @@ import torch
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.decode_batch import DecodeBatch, common_prefix, new_cache
 from agentic_loop.models.errors import GrammarError, ModelCallError
-from agentic_loop.models.grammar import (
-    Grammar,
-    allocate_token_masks,
-    apply_token_masks,
-    fill_token_mask,
-)
+from agentic_loop.models.grammar import Grammar
 from agentic_loop.models.join_policy import JoinPolicy
 from agentic_loop.models.prefix_memory import PrefixMemory
+from agentic_loop.models.requests import (
+    GenerationOutput,
+    GenerationParams,
+    GenerationRequest,
+    Row,
+    mask_grammar_rows,
+)
 from agentic_loop.models.token_sampling import sample_tokens
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["GenerationEngine", "GenerationOutput", "GenerationParams", "GenerationRequest"]
-
-
-@dataclass(frozen=True)
-class GenerationParams:
-    """Sampling settings of one request. ``temperature <= 0`` means greedy."""
-
-    max_tokens: int = 256
-    temperature: float = 0.7
-    top_p: float = 1.0
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise ConfigError(f"max_tokens={self.max_tokens}: pass an int >= 1")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"top_p={self.top_p}: pass a number in (0, 1]")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature={self.temperature}: pass a number >= 0")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
-
-
-@dataclass
-class GenerationOutput:
-    """The decoded text of one request and its token accounting."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str  # "stop" (EOS, stop string or grammar complete) | "length"
-    grammar_complete: bool | None = None  # None when no grammar was used
-
-
-@dataclass
-class GenerationRequest:
-    prompt_ids: list[int]
-    params: GenerationParams
-    grammar: Grammar | None = None
-    on_text: Callable[[str], None] | None = None
-    future: Future[GenerationOutput] = field(default_factory=Future)
-
-
-class _Row:
-    """Decoding state of one request inside a running batch."""
-
-    def __init__(self, request: GenerationRequest, tokenizer: Any) -> None:
-        self.request = request
-        self.params = request.params
-        self.tokenizer = tokenizer
-        self.matcher = request.grammar.matcher() if request.grammar is not None else None
-        self.generator: torch.Generator | None = None
-        if self.params.seed is not None:
-            self.generator = torch.Generator().manual_seed(self.params.seed)
-        self.ids: list[int] = []
-        self.text = ""
-        self.emitted = 0
-        self.finish_reason: str | None = None
-        self.error: Exception | None = None  # set by ``fail``: this row alone ends with it
-        self._hold = max((len(s) for s in self.params.stop), default=1) - 1
-
-    def push(self, token: int, eos_ids: set[int]) -> None:
-        """Add a sampled token; decide whether this row is finished."""
-        if token in eos_ids:
-            self.finish_reason = "stop"
-            self._flush(final=True)
-            return
-        self.ids.append(token)
-        if self.matcher is not None:
-            self.matcher.consume_token(token)
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-        if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more bytes
-            text = text[:-1]
-        self.text = text
-        for stop in self.params.stop:
-            at = self.text.find(stop, max(0, self.emitted - len(stop)))
-            if at != -1:
-                self.text = self.text[:at]
-                self.finish_reason = "stop"
-                break
-        if self.finish_reason is None and self.matcher is not None and self.matcher.is_stopped():
-            self.finish_reason = "stop"
-        if self.finish_reason is None and len(self.ids) >= self.params.max_tokens:
-            self.finish_reason = "length"
-        self._flush(final=self.finish_reason is not None)
-
-    def fail(self, error: Exception) -> None:
-        """End this row with ``error`` (its caller gets the exception); the batch goes on."""
-        self.error = error
-        self.finish_reason = "error"
-
-    def _flush(self, final: bool) -> None:
-        on_text = self.request.on_text
-        limit = len(self.text) if final else max(self.emitted, len(self.text) - self._hold)
-        if limit > self.emitted:
-            if on_text is not None:
-                on_text(self.text[self.emitted : limit])
-            self.emitted = limit
-
-    def output(self, prompt_tokens: int) -> GenerationOutput:
-        complete = None
-        if self.matcher is not None:
-            complete = bool(self.matcher.is_accepting())
-        return GenerationOutput(
-            text=self.text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=len(self.ids),
-            finish_reason=self.finish_reason or "length",
-            grammar_complete=complete,
-        )
-
-
-def _mask_grammar_rows(logits: torch.Tensor, active: list[_Row]) -> set[int]:
-    """Set to ``-inf``, in place, the logits each row's grammar forbids (one logits row per
-    ``active`` request); return the slots that were masked.
-
-    All grammar rows of the batch share one llguidance bitmask, which the matchers fill
-    in place, and are masked in one tensor operation.
-    """
-    slots = [slot for slot, row in enumerate(active) if row.matcher is not None]
-    if not slots:
-        return set()
-    grammar = active[slots[0]].request.grammar
-    assert grammar is not None
-    bitmask = allocate_token_masks(len(active), grammar.mask_vocab_size)
-    for slot in slots:
-        fill_token_mask(active[slot].matcher, bitmask, slot)
-    apply_token_masks(logits, bitmask, slots)
-    return set(slots)
 
 
 class GenerationEngine:
@@ -221,6 +91,8 @@ class GenerationEngine:
         self.eos_ids = self._eos_ids()
         self._queue: queue.Queue[GenerationRequest | None] = queue.Queue()  # None: wake up
         self._closed = threading.Event()
+        self._retiring = False  # set by ``retire``: close once idle
+        self._gate = threading.Lock()  # a submit never lands in a queue the worker has left
         #: Busy periods, requests, the widest batch, requests that joined a running batch
         #: and the prefills that took them in (``join_prefills``): to verify batching.
         #: Prompt tokens whose KV was copied from the previous prefill's prefix.
@@ -250,10 +122,24 @@ class GenerationEngine:
         """Queue one request; the returned future resolves when it is decoded."""
         if not request.prompt_ids:
             raise ConfigError("cannot generate from an empty prompt; pass at least one token")
-        if self._closed.is_set():
-            raise ModelCallError("this generation engine is closed; load the model again")
-        self._queue.put(request)
+        with self._gate:
+            if self._closed.is_set():
+                raise ModelCallError("this generation engine is closed; load the model again")
+            self._queue.put(request)
         return request.future
+
+    @property
+    def closed(self) -> bool:
+        """True once the worker stopped (``close``, or ``retire`` and idle): submit refuses."""
+        return self._closed.is_set()
+
+    def retire(self) -> None:
+        """Close once every request submitted so far is answered; submits meanwhile are
+        served too. How a registry's old version frees its weights without failing a call
+        that is still running on it (``release_engine`` in :mod:`.local`).
+        """
+        self._retiring = True
+        self._queue.put(None)  # wake an idle worker
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the worker: a running batch stops at its next step, and its requests and
@@ -280,6 +166,12 @@ class GenerationEngine:
     # -- worker -------------------------------------------------------------
     def _loop(self) -> None:
         while not self._closed.is_set():
+            if self._retiring:
+                with self._gate:
+                    if self._queue.empty():
+                        self._closed.set()
+                        _OPEN_ENGINES.discard(self)
+                        break
             first = self._queue.get()
             if first is None:
                 continue
@@ -331,10 +223,6 @@ class GenerationEngine:
                 taken.append(item)
         return taken
 
-    def _waiting(self, free: int) -> list[GenerationRequest]:
-        """Up to ``free`` queued requests, without waiting for more to arrive."""
-        return self._admissible(self._queued(free))
-
     def _prefill(self, requests: list[GenerationRequest]) -> DecodeBatch:
         """Run the prompts of ``requests`` and return their decoding state.
 
@@ -375,7 +263,7 @@ class GenerationEngine:
         if len(unique) < len(prompts):  # copy each distinct prompt's state to its requests
             slot = {p: i for i, p in enumerate(unique)}
             batch.select([slot[p] for p in prompts], self.device)
-        batch.rows = [_Row(r, self.tokenizer) for r in requests]
+        batch.rows = [Row(r, self.tokenizer) for r in requests]
         batch.prompt_tokens = [len(p) for p in prompts]
         return batch
 
@@ -395,7 +283,7 @@ class GenerationEngine:
             if self._closed.is_set():
                 raise ModelCallError("the generation engine was closed while this request ran")
             logits = batch.logits[:, : self.vocab_size]
-            for slot in _mask_grammar_rows(logits, batch.rows):
+            for slot in mask_grammar_rows(logits, batch.rows):
                 if not torch.isfinite(logits[slot]).any():
                     batch.rows[slot].fail(GrammarError(
                         "the grammar allows no next token; the schema may be unsatisfiable: "
@@ -426,7 +314,7 @@ class GenerationEngine:
             if not self._joins.due(queued=self._queue.qsize(), free=free,
                                    running=len(batch.rows)):
                 continue
-            joining = self._waiting(free)
+            joining = self._admissible(self._queued(free))  # no waiting for more
             if joining:
                 self._running.extend(joining)
                 if batch.rows:

@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,14 @@ from agentic_loop.models.engine import (
     GenerationParams,
     GenerationRequest,
 )
-from agentic_loop.models.errors import ModelLoadError
+from agentic_loop.models.errors import ModelCallError, ModelLoadError
 from agentic_loop.models.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.structured_output import message_text, structured_runnable
 from agentic_loop.models.tools import ToolPlan, as_chunk, chat_dicts
+from agentic_loop.models.weights import load_causal_lm
 
-__all__ = ["LocalChatModel", "default_dtype", "default_num_threads", "loaded_engine"]
+__all__ = ["LocalChatModel", "default_dtype", "default_num_threads", "loaded_engine",
+           "release_engine"]
 
 _ENGINES: dict[tuple[str, str, str], GenerationEngine] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -119,8 +122,6 @@ def loaded_engine(
     larger ``max_batch_size`` than the engine has widens it (the engine reads the
     cap at every admission); a smaller one leaves it, as other callers rely on it.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     path = Path(model_dir).expanduser()
     dev = _resolve_device(device)
     torch_dtype = default_dtype(dev) if dtype == "auto" else getattr(torch, dtype)
@@ -130,33 +131,10 @@ def loaded_engine(
         if engine is not None:
             engine.max_batch_size = max(engine.max_batch_size, max_batch_size)
             return engine
-        if not path.is_dir():
-            raise ModelLoadError(
-                f"model dir {path} does not exist; pass a Hugging Face model directory "
-                "(config.json + weights), e.g. one written by `agentic-loop distill`"
-            )
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(
-                f"{path} has no config.json, so it is not a Hugging Face model directory; "
-                "pass the directory that holds config.json and the weights"
-            )
         if dev == "cpu":
             torch.set_num_threads(default_num_threads())
-        from transformers.utils import logging as hf_logging
-
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # a 1-second load needs no progress bar
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-        except Exception as exc:
-            raise ModelLoadError(
-                f"could not load the model in {path}: {exc}; check that the directory holds "
-                "a complete Hugging Face causal-LM checkpoint") from exc
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
-        model.to(dev).eval()  # type: ignore[arg-type]  # transformers types .to as a wrapper
+        tokenizer, model = load_causal_lm(path, dtype=torch_dtype)
+        model.to(dev).eval()
         use_gqa_sdpa(model)  # padded batches: no per-step copy of the KV heads on the CPU
         if tokenizer.chat_template is None:
             raise ModelLoadError(
@@ -166,6 +144,22 @@ def loaded_engine(
         engine = GenerationEngine(model, tokenizer, max_batch_size=max_batch_size)
         _ENGINES[key] = engine
         return engine
+
+
+def release_engine(model_dir: str | Path) -> int:
+    """Drop ``model_dir``'s shared engines; each closes once the work it holds is answered.
+
+    Why: a process following a registry loads every version that gets promoted,
+    and the shared cache would keep each one's weights for good. A call still
+    running on a released engine finishes there; a ``LocalChatModel`` of that
+    folder loads it again on its next call. Returns how many engines went.
+    """
+    resolved = str(Path(model_dir).expanduser().resolve())
+    with _ENGINES_LOCK:
+        engines = [_ENGINES.pop(key) for key in list(_ENGINES) if key[0] == resolved]
+    for engine in engines:
+        engine.retire()
+    return len(engines)
 
 
 def _role(message: BaseMessage) -> str:
@@ -226,8 +220,9 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def engine(self) -> GenerationEngine:
-        """The shared decoding engine (loads the weights on first use)."""
-        if self._engine is None:
+        """The shared decoding engine (loads the weights on first use, and again after
+        :func:`release_engine` retired the one this model had)."""
+        if self._engine is None or self._engine.closed:
             self._engine = loaded_engine(self.model_path, dtype=self.dtype, device=self.device,
                                          max_batch_size=self.max_batch_size)
         return self._engine
@@ -334,12 +329,23 @@ class LocalChatModel(BaseChatModel):
             return plan.message(output.text, usage_metadata=usage, response_metadata=meta)
         return AIMessage(content=output.text, usage_metadata=usage, response_metadata=meta)
 
+    def _submit(self, request: GenerationRequest) -> Future[GenerationOutput]:
+        """Queue ``request``; an engine retired between the check and the queueing
+        (:func:`release_engine`) is loaded again, once."""
+        engine = self.engine
+        try:
+            return engine.submit(request)
+        except ModelCallError:
+            if not engine.closed:
+                raise
+            return self.engine.submit(request)
+
     # -- LangChain hooks ------------------------------------------------------
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         started = time.perf_counter()
         request, plan = self._request(messages, stop, kwargs)
-        output = self.engine.submit(request).result()
+        output = self._submit(request).result()
         message = self._message(output, self.model_id, time.perf_counter() - started, plan)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -350,13 +356,13 @@ class LocalChatModel(BaseChatModel):
         if kwargs.get("tools") and kwargs.get("json_schema") is None:
             # A reply may be a tool call: read it whole, then hand it over as one chunk.
             request, plan = self._request(messages, stop, kwargs)
-            output = self.engine.submit(request).result()
+            output = self._submit(request).result()
             yield ChatGenerationChunk(message=as_chunk(self._message(
                 output, self.model_id, time.perf_counter() - started, plan)))
             return
         deltas: queue.Queue[str] = queue.Queue()
         request, _ = self._request(messages, stop, kwargs, on_text=deltas.put)
-        future = self.engine.submit(request)
+        future = self._submit(request)
         while True:
             try:
                 delta = deltas.get(timeout=0.05)

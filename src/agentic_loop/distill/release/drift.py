@@ -54,36 +54,20 @@ def token_kl(candidate_logits: Any, base_logits: Any) -> Any:
     return (log_p.exp() * (log_p - log_q)).sum(dim=-1)
 
 
-def _load(model_dir: os.PathLike[str] | str) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.eval()
-    return tokenizer, model
-
-
 def kl_drift(base_dir: str | os.PathLike[str], candidate_dir: str | os.PathLike[str],
              prompts: Sequence[str]) -> DriftReport:
     """Mean ``KL(candidate || base)`` per token over the chat-templated ``prompts``.
 
-    LoRA adapter directories are loaded on their base through PEFT.
+    A LoRA adapter directory is loaded merged onto its base (:mod:`agentic_loop.models.weights`).
     """
     import torch
 
-    from agentic_loop.models.model_dirs import is_adapter_dir
+    from agentic_loop.models.weights import load_causal_lm
 
     if not prompts:
         raise ConfigError("kl_drift needs at least one prompt; pass the golden tasks")
-    tokenizer, base = _load(base_dir)
-    if is_adapter_dir(candidate_dir):
-        from peft import AutoPeftModelForCausalLM
-
-        candidate = AutoPeftModelForCausalLM.from_pretrained(candidate_dir,
-                                                             dtype=torch.float32).eval()
-    else:
-        candidate = _load(candidate_dir)[1]
+    tokenizer, base = load_causal_lm(base_dir, dtype="float32")
+    candidate = load_causal_lm(candidate_dir, dtype="float32")[1]
     vocab = candidate.get_output_embeddings().weight.shape[0]
     if vocab != base.get_output_embeddings().weight.shape[0]:
         raise ReleaseError(f"{candidate_dir} and {base_dir} have different vocabularies; KL "

@@ -8,8 +8,10 @@ after a promote or rollback:
   an OpenAI-compatible model: the server itself follows ``current``;
 * otherwise it is a :class:`RegistryChatModel`, in-process: before each call
   it ``stat``\\ s ``index.json`` (cheap) and, only when that changed, reads
-  ``current`` and loads the new version's weights. A call already running
-  finishes on the version it started with.
+  ``current`` and loads the new version's weights (a LoRA adapter merged onto
+  its base, see :mod:`agentic_loop.models.weights`). A call already running
+  finishes on the version it started with; then the old version's weights are
+  freed.
 
 This module lives in ``distill/release`` (where the registry is) and
 ``agentic_loop.models`` reaches it through a lazy import when it meets a
@@ -131,21 +133,19 @@ class RegistryChatModel(BaseChatModel):
                 return self._model
             entry = Registry(self.registry).get("current")
             if self._model is None or self._entry is None or entry.version != self._entry.version:
+                previous = self._entry
                 self._model = self._load(entry)
                 self._entry = entry
+                if previous is not None and self.loader is None and previous.path != entry.path:
+                    from agentic_loop.models.local import release_engine
+
+                    release_engine(previous.path)  # its weights go once its calls are answered
             self._signature = signature
             return self._model
 
     def _load(self, entry: ModelVersion) -> BaseChatModel:
         if self.loader is not None:
             return self.loader(entry.path)
-        if entry.adapter:
-            raise ModelLoadError(
-                f"registry {self.registry}'s current version {entry.version} is a LoRA adapter "
-                f"({entry.path}), which loads behind vLLM only: serve the registry with "
-                f"`agentic-loop serve --registry {self.registry}` ('registry:' then goes "
-                "through it), or register a merged model (`agentic-loop distill` merges by "
-                "default)")
         from agentic_loop.models import load_chat_model
 
         kw = {"model_id": f"{Path(self.registry).name}@{entry.version}", **self.model_kwargs}
