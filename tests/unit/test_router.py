@@ -208,10 +208,36 @@ def test_router_inside_an_architecture_run(tmp_path: Path):
         else:
             assert result.output == "current one three" and used[1] >= 1 and used[0] == 0
     runs = log.read()
-    assert len(runs) == len(routes) and all(t.model_id == "router:m-v1|m-v2" for t in runs)
-    for t in runs:  # each round records the model that wrote its draft
+    assert len(runs) == len(routes)
+    for t in runs:  # the run names the model it was routed to, and so does each round
         expected = "m-v2" if t.final_output == "candidate two" else "m-v1"
-        assert {r.model for r in t.rounds} == {expected}
+        assert t.model_id == expected and {r.model for r in t.rounds} == {expected}
+
+
+def test_a_canary_run_that_fails_before_its_first_draft_counts_against_its_model(
+        tmp_path: Path):
+    from agentic_loop.distill.release.monitor_stats import answered_by
+
+    broken = ScriptedChatModel(responses=[RuntimeError("candidate crashed")] * 20,
+                               model_id="m-v2")
+    router = Router(ScriptedChatModel(default="current one", model_id="m-v1"), broken,
+                    fraction=0.5)
+    log = TrajectoryLog(tmp_path / "runs")
+    arch = Reflection(router, rubric=Rubric.for_constraints(exact_words=2), max_iterations=2,
+                      trajectories=log)
+    users = ("ann", "bob", "cy", "dee", "eve", "fay")
+    routes = {u: router.choose(router.route_key(user(u))) for u in users}
+    assert set(routes.values()) == {"current", "candidate"}
+    for u in users:
+        arch.run("Write two words.", user_id=u)
+    for u, t in zip(users, log.read(), strict=True):
+        if routes[u] == "candidate":  # no round, no answer: still the candidate's failure
+            assert not t.rounds and t.errors and "candidate crashed" in t.errors[0]
+        assert answered_by(t) == ("m-v2" if routes[u] == "candidate" else "m-v1")
+    # A call's own prompt decides where nobody is named: then the run names no model.
+    by_prompt = Router(ScriptedChatModel(model_id="a"), ScriptedChatModel(model_id="b"),
+                       unkeyed="prompt")
+    assert by_prompt.model_id_for({}) is None and router.model_id_for({}) == "m-v1"
 
 
 def test_from_registry_routes_current_against_the_candidate(tmp_path: Path):

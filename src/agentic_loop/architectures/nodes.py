@@ -61,6 +61,7 @@ from agentic_loop.judges.constraint_features import constraint_feature
 from agentic_loop.judges.task_constraint_parser import constraints_from_task
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
+from agentic_loop.models.wrappers import model_id_of
 from agentic_loop.prompt_format import DraftPrompt, ExemplarStyle, rubric_requirements
 from agentic_loop.trajectories import Candidate, Round, Trajectory, TrajectoryLog
 
@@ -418,7 +419,8 @@ class LoopNodes:
         """The trajectory of a graph state: what ``finalize`` logs and a RunResult shows."""
         final: Round | None = state.get("final")
         meta = ((config or {}).get("configurable") or {}).get("run_metadata")
-        return trajectory_of(state, architecture=self.name, model_id=self.model_id,
+        model_id = model_id_of(self.llm, config) if config is not None else self.model_id
+        return trajectory_of(state, architecture=self.name, model_id=model_id,
                              rubric=self.rubric_for(state["task"], config),
                              accepted=final is not None and self.accepts(final),
                              run_metadata=meta)

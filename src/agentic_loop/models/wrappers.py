@@ -117,14 +117,24 @@ def _not_a_chat_model(llm: Any) -> NoReturn:
         "or a model spec string such as 'local'")
 
 
-def model_id_of(llm: Any) -> str:
+def model_id_of(llm: Any, config: Any = None) -> str:
     """A short, stable name of the chat model in ``llm``, for trajectories and archives.
+
+    With a run's ``config``, a model that routes runs (a canary
+    :class:`~agentic_loop.distill.release.router.Router` has ``model_id_for``)
+    names the model that run goes to: known before any call, so a run that
+    fails before its first answer is still counted against that model.
 
     >>> from agentic_loop.testing import ScriptedChatModel
     >>> model_id_of(ScriptedChatModel(model_id="m1").with_fallbacks([ScriptedChatModel()]))
     'm1'
     """
     model = chat_model_of(llm)
+    routed = getattr(model, "model_id_for", None) if config is not None else None
+    if callable(routed):
+        found = routed(config)
+        if isinstance(found, str) and found:
+            return found
     for attr in ("model_id", "model_name", "model"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:

@@ -8,7 +8,9 @@ rate, thumbs-up ratio, output length) over a window.
 Which version served a run (:class:`VersionMap`). A run's model is the model
 that wrote most of its drafts (``Round.model``, from each answer's
 ``response_metadata["model_name"]``; a :class:`~.router.Router` stamps it),
-else the trajectory's ``model_id``. That model id maps to a registry version
+else the trajectory's ``model_id`` (under a canary router, the model the run
+was routed to: a candidate's run that failed before its first draft counts
+against the candidate). That model id maps to a registry version
 when it is, in this order:
 
 1. the version's served id ``<name>-<version>`` (:func:`~.router.served_model_id`:
@@ -21,8 +23,9 @@ when it is, in this order:
    :mod:`~.live`): then the version that was ``current`` in the registry's
    audit log when the run was logged.
 
-Anything else (another model, a router's own id on a run that failed before
-its first draft) is counted as unattributed, never guessed.
+Anything else (another model; a router's own id, on a run that failed before
+its first draft when each call's prompt picked the model) is counted as
+unattributed, never guessed.
 
 Example:
     >>> from agentic_loop.trajectories import Trajectory

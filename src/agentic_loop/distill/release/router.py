@@ -263,6 +263,17 @@ class Router(BaseChatModel):
             return "current"
         return "candidate" if bucket_of(key, self.salt) < self.fraction else "current"
 
+    def model_id_for(self, config: RunnableConfig | None) -> str | None:
+        """The id of the model a run with ``config`` goes to, before any call is made: a
+        run's trajectory names it (:func:`~agentic_loop.models.model_id_of`), so the
+        monitor counts a candidate's run that failed before its first answer against the
+        candidate. None when each call's prompt decides (``unkeyed="prompt"``, no user).
+        """
+        key = self.route_key(config)
+        if key is None and self.mode == "canary" and self.unkeyed == "prompt":
+            return None
+        return self._id(self.choose(key))
+
     def _pick(self, input: LanguageModelInput, config: RunnableConfig,
               kwargs: dict[str, Any]) -> tuple[Route, Any, list[BaseMessage], str | None]:
         messages = self._convert_input(input).to_messages()
