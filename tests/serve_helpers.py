@@ -6,7 +6,9 @@ it lists its served names at ``GET /v1/models`` and keeps LoRA adapters by name
 through ``POST /v1/load_lora_adapter`` (``load_inplace`` replaces one, as vLLM
 0.32 does) and ``/v1/unload_lora_adapter``. Every start is recorded (argv, env)
 and every adapter call appended to ``$STAND_IN_RECORD.lora``. ``STAND_IN_MODE``
-(``crash``, ``hang``) and a model path containing ``broken`` make a start fail.
+(``crash``, ``hang``) and a model path containing ``broken`` make a start fail;
+``STAND_IN_START_S`` makes a start take that long. ``POST /v1/chat/completions``
+answers with the served model folder's name (after ``STAND_IN_ANSWER_S``).
 tests/integration/test_vllm_serve.py runs the real vLLM.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 STAND_IN = textwrap.dedent('''
     import json, os, signal, sys, time
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     args = sys.argv[3:]  # after "-m vllm.entrypoints.openai.api_server"
     opts = {}
     i = 0
@@ -49,12 +51,21 @@ STAND_IN = textwrap.dedent('''
         sys.exit(3)
     if mode == "hang":
         time.sleep(60)
+    time.sleep(float(os.environ.get("STAND_IN_START_S", "0")))
     names = [opts["--served-model-name"]] + opts.get("lora", [])
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             self.reply(200, {"data": [{"id": n} for n in names]})
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path.endswith("/chat/completions"):  # answers with its model folder's name
+                time.sleep(float(os.environ.get("STAND_IN_ANSWER_S", "0")))
+                answer = os.path.basename(opts["--model"])
+                return self.reply(200, {
+                    "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": answer}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
             with open(record + ".lora", "a") as fh:
                 fh.write(json.dumps({"endpoint": self.path, **body}) + "\\n")
             name = body["lora_name"]
@@ -72,11 +83,14 @@ STAND_IN = textwrap.dedent('''
             self.reply(200, {})
         def reply(self, code, payload):
             body = json.dumps(payload).encode()
-            self.send_response(code); self.end_headers(); self.wfile.write(body)
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers(); self.wfile.write(body)
         def log_message(self, *a):
             pass
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-    HTTPServer((opts["--host"], int(opts["--port"])), Handler).serve_forever()
+    ThreadingHTTPServer((opts["--host"], int(opts["--port"])), Handler).serve_forever()
 ''')
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,28 +110,80 @@ def test_promote_swaps_an_adapter_in_under_the_same_name(tmp_path: Path, python:
     assert _starts(tmp_path) == [str((tmp_path / "base").resolve())]  # one vLLM start in all
 
 
-def test_a_merged_model_restarts_vllm_on_the_same_port(tmp_path: Path, python: Path) -> None:
+@pytest.mark.parametrize("swap", ["side-by-side", "restart"])
+def test_a_merged_model_gets_a_new_vllm_behind_the_same_port(tmp_path: Path, python: Path,
+                                                             swap: str) -> None:
     reg = Registry(tmp_path / "agent")
     for name in ("m1", "m2", "broken"):
         reg.register(model_dir(tmp_path, name))
     reg.promote("v1")
-    with _serve(reg, python) as server:
+    with _serve(reg, python, swap=swap) as server:
         port = read_serving(reg.root).port  # type: ignore[union-attr]
+        first = server.server.process.pid
         reg.promote("v2")
         assert sync_served(reg).startswith("restarting on v2: the serve process")
-        assert server.check() == "restarted on v2 under 'agent'"
+        how = "beside" if swap == "side-by-side" else "after"
+        assert server.check() == f"restarted on v2 under 'agent' ({how} v1)"
         state = read_serving(reg.root)
         assert state is not None and (state.version, state.port, state.state) == ("v2", port,
                                                                                    "ready")
-        assert server.served_models() == ["agent"]
+        assert server.served_models() == ["agent"] and server.server.process.pid != first
+        assert _ask(server) == "m2"
         reg.promote("v3")  # does not start: back on v2, remembered, not retried
         assert server.check() is not None and server.version == "v2" and server.running
         state = read_serving(reg.root)
         assert state is not None and (state.version, state.failed) == ("v2", "v3")
         assert "exited with code 3" in (state.error or "")
         assert sync_served(reg).startswith("v3 could not be put live")
+        assert _ask(server) == "m2"
     starts = [Path(p).name for p in _starts(tmp_path)]
-    assert starts == ["m1", "m2", "broken", "m2"]
+    # side by side, v2 never stopped for v3; in place, it was, and came back
+    assert starts == ["m1", "m2", "broken"] + (["m2"] if swap == "restart" else [])
+
+
+def _ask(server: RegistryServer) -> str:
+    return str(server.chat_model(max_retries=0).invoke("which model?").content)
+
+
+@pytest.mark.parametrize("swap", ["side-by-side", "restart"])
+def test_no_request_fails_while_a_merged_model_takes_over(
+        tmp_path: Path, python: Path, monkeypatch: pytest.MonkeyPatch, swap: str) -> None:
+    import threading
+
+    reg = Registry(tmp_path / "agent")
+    for name in ("m1", "m2"):
+        reg.register(model_dir(tmp_path, name))
+    reg.promote("v1")
+    monkeypatch.setenv("STAND_IN_ANSWER_S", "0.05")  # requests are running at the switch
+    with _serve(reg, python, swap=swap) as server:
+        monkeypatch.setenv("STAND_IN_START_S", "1.0")  # the new vLLM takes a while to start
+        answers: list[str] = []
+        failures: list[BaseException] = []
+        done = threading.Event()
+
+        def client() -> None:
+            llm = server.chat_model(max_retries=0)  # a failed request would show, not retry
+            while not done.is_set():
+                try:
+                    answers.append(str(llm.invoke("which model?").content))
+                except Exception as exc:  # noqa: BLE001 - every failure is the test's finding
+                    failures.append(exc)
+
+        clients = [threading.Thread(target=client) for _ in range(4)]
+        for c in clients:
+            c.start()
+        deadline = time.monotonic() + 10
+        while len(answers) < 8 and time.monotonic() < deadline:  # v1 is answering
+            time.sleep(0.01)
+        reg.promote("v2")
+        assert server.check().startswith("restarted on v2")  # type: ignore[union-attr]
+        settled = len(answers)
+        time.sleep(0.3)
+        done.set()
+        for c in clients:
+            c.join()
+    assert not failures, failures[:3]
+    assert answers.count("m1") > 4 and set(answers[settled + 4:]) == {"m2"}
 
 
 def test_an_adapter_vllm_refuses_is_reported_and_the_old_one_serves(tmp_path: Path,
@@ -253,7 +306,7 @@ def test_a_restart_that_leaves_nothing_to_serve_is_an_error(
     reg.register(model_dir(tmp_path, "m1"))
     reg.register(model_dir(tmp_path, "m2"))
     reg.promote("v1")
-    server = _serve(reg, python)
+    server = _serve(reg, python, swap="restart")  # v1 stops before v2 starts
     monkeypatch.setenv("STAND_IN_MODE", "crash")  # from now on no start succeeds
     reg.promote("v2")
     with pytest.raises(ServeError, match="exited with code 3"):

@@ -5,8 +5,9 @@ Starts vLLM's OpenAI-compatible server (see
 spec that talks to it, and waits. A registry is served under one stable
 name (``--name``, default the registry folder's name) that promote and
 rollback never change: the server follows the registry's ``current``
-version (adapters are swapped in live, merged models restart vLLM behind
-the same port; :mod:`agentic_loop.distill.release.serve_watch`), and
+version (adapters are swapped in live; a merged model gets a new vLLM
+behind the front proxy that holds the port, started beside the old one on
+CPU, so no request fails; :mod:`agentic_loop.distill.release.serve_watch`), and
 records itself in ``<registry>/serving.json`` so ``promote``, ``rollback``
 and ``load_chat_model("registry:<dir>")`` find it. A vLLM that is not
 installed, does not start, or dies is a one-line error with exit code 2.
@@ -58,6 +59,10 @@ def serve_command(
     eager: Annotated[bool, typer.Option(
         "--eager", help="Skip vLLM's torch.compile: ready in about 30 s instead of 100 on "
                         "2 CPU cores, about 1.2x fewer tokens/s.")] = False,
+    swap: Annotated[str, typer.Option(
+        "--swap", help="How a merged model replaces the served one: side-by-side (a new vLLM "
+                       "starts beside the old; twice the memory for a minute), restart (one "
+                       "vLLM; requests wait meanwhile) or auto (restart on a GPU).")] = "auto",
     vllm_python: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--vllm-python",
         help="The Python that has vLLM (default: .venv-vllm, found by itself).")] = None,
@@ -81,7 +86,7 @@ def serve_command(
                 server = serve_registered(open_registry(registry), version, name=name,
                                           port=port, host=host, max_model_len=max_model_len,
                                           timeout=timeout, poll_s=poll, python=vllm_python,
-                                          eager=eager)
+                                          eager=eager, swap=swap)
         what, also = "", ""
         if model is None:
             follows = "follows promote and rollback" if server.follow else "fixed"

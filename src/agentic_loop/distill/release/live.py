@@ -16,9 +16,10 @@ removed on a clean exit).
   name never disappears and no request fails. Done here, by whichever process
   calls first (``promote``, ``rollback``, or the serve process's watcher),
   under ``.serving.lock``.
-* **anything else** (a merged model, another base, a larger LoRA rank): vLLM
-  must restart on the new weights behind the same port. Only the serve
-  process owns its vLLM, so it does that itself: its watcher
+* **anything else** (a merged model, another base, a larger LoRA rank): a new
+  vLLM on the new weights, behind the front proxy that holds the port (no
+  request fails). Only the serve process owns its vLLM, so it does that
+  itself: its watcher
   (:mod:`~agentic_loop.distill.release.serve_watch`) follows ``current``
   every ``poll_s`` seconds; here the answer is ``"restarting on v3 ..."``.
 * no ``serving.json``, or its pid is dead (a crash): ``"no server running"``

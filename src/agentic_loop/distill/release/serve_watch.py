@@ -8,9 +8,17 @@ when it changed). When ``current`` moves:
 
 * an adapter on the same base is swapped into the running vLLM under the
   same name (no restart, no failed request);
-* anything else restarts vLLM on the new weights behind the same port;
+* anything else needs a new vLLM on the new weights. Clients never see it:
+  they talk to a front proxy on the stable port
+  (:mod:`~agentic_loop.distill.release.front`) and vLLM runs behind it on a
+  port of its own. ``swap="side-by-side"`` (the default on CPU) starts the
+  new vLLM beside the old one, moves new requests over once it is ready,
+  and stops the old one when its last request has finished: no request
+  fails or waits. ``swap="restart"`` (the default on a GPU, where two vLLMs
+  do not fit) holds new requests, lets the running ones finish, and brings
+  vLLM up again on the new weights: requests wait, none fails.
   ``serving.json`` says ``restarting`` meanwhile. A version that does not
-  start is recorded as failed, and vLLM comes back on the version it served.
+  start is recorded as failed, and the version served before goes on.
 
 Only this process restarts its vLLM, so no signal crosses processes:
 ``agentic-loop promote`` swaps adapters itself and otherwise leaves the
@@ -35,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
+from agentic_loop.distill.release.front import FrontProxy
 from agentic_loop.distill.release.live import (
     ServingState,
     clear_serving,
@@ -53,6 +62,7 @@ from agentic_loop.distill.release.registry import ModelVersion, Registry
 from agentic_loop.distill.release.serve import (
     ServeError,
     VLLMServer,
+    detect_device,
     free_port,
     lora_rank,
     lora_rank_bucket,
@@ -74,7 +84,17 @@ class RegistryServer:
 
     def __init__(self, registry: Registry, *, name: str, version: str = "current",
                  poll_s: float = 2.0, timeout: float = 300.0, host: str = "127.0.0.1",
-                 port: int | None = None, **serve_kw: Any) -> None:
+                 port: int | None = None, swap: str = "auto", drain_s: float = 120.0,
+                 **serve_kw: Any) -> None:
+        if swap not in ("auto", "side-by-side", "restart"):
+            raise ServeError(f"swap={swap!r}: pass 'side-by-side' (a new vLLM starts beside "
+                             "the old one), 'restart' (one vLLM; requests wait) or 'auto'")
+        if swap == "auto":
+            device = serve_kw.get("device", "auto")
+            swap = "restart" if (detect_device() if device == "auto" else device) == "cuda" \
+                else "side-by-side"
+        self.swap = swap
+        self.drain_s = drain_s
         self.registry = registry
         self.model = name
         self.follow = str(version) == "current"
@@ -91,6 +111,7 @@ class RegistryServer:
         self._fatal: str | None = None  # why vLLM could not be brought back after a restart
         self._signature: tuple[int, int, int] | None = None
         self._thread: threading.Thread | None = None
+        self._front = FrontProxy(host, self.port, hold_s=timeout)
 
     def __repr__(self) -> str:
         return f"RegistryServer({self.base_url!r}, model={self.model!r}, {self.version})"
@@ -145,6 +166,7 @@ class RegistryServer:
                 raise ServeError(
                     f"registry {self.registry.root} is already served as '{other.name}' at "
                     f"{other.url} by pid {other.pid}; use that server, or stop it first")
+            self._front.start()  # the stable port first: taken, it fails before vLLM starts
             self._write(state="starting", target=self._entry.version, **state_for(self._entry))
         atexit.register(self.stop)
         try:
@@ -152,6 +174,7 @@ class RegistryServer:
         except BaseException:
             self.stop()
             raise
+        self._front.route_to(_origin(self._server))
         with serving_lock(self.registry.root):
             self._write(state="ready", target=None, **state_for(self._entry))
         self._signature = index_signature(self.registry)
@@ -162,7 +185,8 @@ class RegistryServer:
         return self
 
     def _launch(self, entry: ModelVersion) -> VLLMServer:
-        server = serve(entry.path, name=self.model, port=self.port, host=self.host,
+        """vLLM on ``entry``, ready, on a port of its own behind the front."""
+        server = serve(entry.path, name=self.model, port=free_port(self.host), host=self.host,
                        max_lora_rank=self._max_rank(), wait=False, **self._serve_kw)
         try:
             server.wait_until_ready(self.timeout, cancel=self._stop)
@@ -214,38 +238,52 @@ class RegistryServer:
         return self.restart(current)
 
     def restart(self, entry: ModelVersion) -> str:
-        """Restart vLLM on ``entry`` behind the same port; back on the old version if it fails."""
-        old = self._entry
+        """Serve ``entry`` in a new vLLM behind the front (see ``swap`` in the module doc);
+        the version served before goes on when ``entry`` does not start."""
+        old, old_server = self._entry, self.server
         self._restarting = True
         try:
             with serving_lock(self.registry.root):
                 self._write(state="restarting", target=entry.version, **state_for(old))
-            self.server.stop()
+            if self.swap == "restart":
+                self._front.route_to(None)  # new requests wait; running ones finish
+                self._front.drain(_origin(old_server), self.drain_s)
+                old_server.stop()
             try:
                 self._server = self._launch(entry)
             except AgenticLoopError as exc:
                 if self._stop.is_set():
                     raise
-                error = short_error(exc)
-                log.warning("%s did not start (%s); back on %s", entry.version, error,
-                            old.version)
-                try:
-                    self._server = self._launch(old)
-                except AgenticLoopError as again:
-                    self._fatal = (f"{entry.version} did not start ({error}), and neither did "
-                                   f"{old.version} again ({short_error(again)}); nothing is "
-                                   "served: fix the model and run `agentic-loop serve` again")
-                    raise
-                with serving_lock(self.registry.root):
-                    self._write(state="ready", failed=entry.version, error=error,
-                                **state_for(old))
-                return f"{entry.version} did not start ({error}); back on {old.version}"
+                return self._stay_on(old, old_server, entry, short_error(exc))
+            self._front.route_to(_origin(self._server))
+            if old_server.running:  # side by side: the old one goes once its requests are done
+                self._front.drain(_origin(old_server), self.drain_s)
+                old_server.stop()
             self._entry = entry
             with serving_lock(self.registry.root):
                 self._write(state="ready", **state_for(entry))
-            return f"restarted on {entry.version} under '{self.model}'"
+            how = "beside" if self.swap == "side-by-side" else "after"
+            return f"restarted on {entry.version} under '{self.model}' ({how} {old.version})"
         finally:
             self._restarting = False
+
+    def _stay_on(self, old: ModelVersion, old_server: VLLMServer, failed: ModelVersion,
+                 error: str) -> str:
+        """``failed`` did not start: keep (or bring back) ``old``, and record why."""
+        log.warning("%s did not start (%s); back on %s", failed.version, error, old.version)
+        self._server = old_server
+        if not old_server.running:  # a restart in place stopped it: start it again
+            try:
+                self._server = self._launch(old)
+            except AgenticLoopError as again:
+                self._fatal = (f"{failed.version} did not start ({error}), and neither did "
+                               f"{old.version} again ({short_error(again)}); nothing is "
+                               "served: fix the model and run `agentic-loop serve` again")
+                raise
+        self._front.route_to(_origin(self._server))
+        with serving_lock(self.registry.root):
+            self._write(state="ready", failed=failed.version, error=error, **state_for(old))
+        return f"{failed.version} did not start ({error}); back on {old.version}"
 
     def wait(self) -> int:
         """Block until vLLM exits by itself (or Ctrl-C: a clean stop). Returns the exit code.
@@ -275,6 +313,7 @@ class RegistryServer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.timeout + 60)
         code = self._server.stop() if self._server is not None else None
+        self._front.stop()
         clear_serving(self.registry.root, os.getpid())
         return code
 
@@ -283,6 +322,11 @@ class RegistryServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _origin(server: VLLMServer) -> str:
+    """``http://host:port`` of a vLLM (its ``base_url`` less the ``/v1`` the client adds)."""
+    return server.base_url.removesuffix("/v1")
 
 
 def _read_own(root: Path) -> ServingState | None:
