@@ -180,9 +180,9 @@ def front(d: dict[str, Any]) -> list[str]:
     return items(("through the front / straight:",
                   f"{num(get(d, 'cost.ratio_front_vs_straight'))}x tokens/s"),
                  ("merged-model swap under load:",
-                  (f"{get(d, 'swap.failed')} of {get(d, 'swap.requests')} requests failed, "
-                   f"{num(get(d, 'swap.swap_s'))} s, latency "
-                   f"{num(get(d, 'swap.latency_during_vs_before'))}x meanwhile")))
+                  (f"{get(d, 'swap.failed')} of {get(d, 'swap.requests')} requests failed "
+                   f"({get(d, 'swap.swap')}), swap {num(get(d, 'swap.swap_s'))} s, the "
+                   f"longest wait {num(get(d, 'swap.latency_s_max_during'))} s")))
 
 
 def quality(d: dict[str, Any]) -> list[str]:

@@ -6,8 +6,8 @@ spec that talks to it, and waits. A registry is served under one stable
 name (``--name``, default the registry folder's name) that promote and
 rollback never change: the server follows the registry's ``current``
 version (adapters are swapped in live; a merged model gets a new vLLM
-behind the front proxy that holds the port, started beside the old one on
-CPU, so no request fails; :mod:`agentic_loop.distill.release.serve_watch`), and
+behind the front proxy that holds the port, which holds requests meanwhile,
+so none fails; :mod:`agentic_loop.distill.release.serve_watch`), and
 records itself in ``<registry>/serving.json`` so ``promote``, ``rollback``
 and ``load_chat_model("registry:<dir>")`` find it. A vLLM that is not
 installed, does not start, or dies is a one-line error with exit code 2.
@@ -60,9 +60,9 @@ def serve_command(
         "--eager", help="Skip vLLM's torch.compile: ready in about 30 s instead of 100 on "
                         "2 CPU cores, about 1.2x fewer tokens/s.")] = False,
     swap: Annotated[str, typer.Option(
-        "--swap", help="How a merged model replaces the served one: side-by-side (a new vLLM "
-                       "starts beside the old; twice the memory for a minute), restart (one "
-                       "vLLM; requests wait meanwhile) or auto (restart on a GPU).")] = "auto",
+        "--swap", help="How a merged model replaces the served one: restart (requests wait "
+                       "while vLLM restarts; none fails) or side-by-side (a new vLLM starts "
+                       "beside the old: nothing waits, but it needs room for two).")] = "restart",
     vllm_python: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--vllm-python",
         help="The Python that has vLLM (default: .venv-vllm, found by itself).")] = None,

@@ -11,12 +11,14 @@ when it changed). When ``current`` moves:
 * anything else needs a new vLLM on the new weights. Clients never see it:
   they talk to a front proxy on the stable port
   (:mod:`~agentic_loop.distill.release.front`) and vLLM runs behind it on a
-  port of its own. ``swap="side-by-side"`` (the default on CPU) starts the
-  new vLLM beside the old one, moves new requests over once it is ready,
-  and stops the old one when its last request has finished: no request
-  fails or waits. ``swap="restart"`` (the default on a GPU, where two vLLMs
-  do not fit) holds new requests, lets the running ones finish, and brings
-  vLLM up again on the new weights: requests wait, none fails.
+  port of its own. ``swap="restart"`` (the default) holds new requests, lets
+  the running ones finish, and brings vLLM up on the new weights: requests
+  wait (about 45 s on 2 CPU cores with vLLM's compile cache warm), none
+  fails. ``swap="side-by-side"`` starts the new vLLM beside the old one,
+  moves new requests over once it is ready and stops the old one after its
+  last answer: nothing waits, but it needs room for two vLLMs (GPU memory,
+  or cores: on 2 CPU cores a vLLM starting beside a busy one took 6 minutes
+  to reach its model, see bench/front.py).
   ``serving.json`` says ``restarting`` meanwhile. A version that does not
   start is recorded as failed, and the version served before goes on.
 
@@ -62,7 +64,6 @@ from agentic_loop.distill.release.registry import ModelVersion, Registry
 from agentic_loop.distill.release.serve import (
     ServeError,
     VLLMServer,
-    detect_device,
     free_port,
     lora_rank,
     lora_rank_bucket,
@@ -84,15 +85,11 @@ class RegistryServer:
 
     def __init__(self, registry: Registry, *, name: str, version: str = "current",
                  poll_s: float = 2.0, timeout: float = 300.0, host: str = "127.0.0.1",
-                 port: int | None = None, swap: str = "auto", drain_s: float = 120.0,
+                 port: int | None = None, swap: str = "restart", drain_s: float = 120.0,
                  **serve_kw: Any) -> None:
-        if swap not in ("auto", "side-by-side", "restart"):
-            raise ServeError(f"swap={swap!r}: pass 'side-by-side' (a new vLLM starts beside "
-                             "the old one), 'restart' (one vLLM; requests wait) or 'auto'")
-        if swap == "auto":
-            device = serve_kw.get("device", "auto")
-            swap = "restart" if (detect_device() if device == "auto" else device) == "cuda" \
-                else "side-by-side"
+        if swap not in ("side-by-side", "restart"):
+            raise ServeError(f"swap={swap!r}: pass 'restart' (one vLLM; requests wait while "
+                             "it restarts) or 'side-by-side' (a new vLLM starts beside the old)")
         self.swap = swap
         self.drain_s = drain_s
         self.registry = registry
