@@ -119,7 +119,7 @@ def test_broken_adapters_name_the_folder(tmp_path: Path, base_dir: Path) -> None
         {"base_model_name_or_path": str(tmp_path / "gone"), "peft_type": "LORA"}))
     with pytest.raises(ModelLoadError, match=r"LoRA adapter in .*orphan on its base .*gone"):
         load_causal_lm(orphan, dtype="float32")
-    with pytest.raises(ModelLoadError, match="no config.json"):
+    with pytest.raises(ModelLoadError, match="neither config.json nor adapter_config.json"):
         load_causal_lm(tmp_path, dtype="float32")
 
 

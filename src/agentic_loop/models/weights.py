@@ -19,7 +19,7 @@ Example (what a folder that is neither gets):
     >>> load_causal_lm(tempfile.mkdtemp(), dtype="float32")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    agentic_loop.models.errors.ModelLoadError: ... has no config.json, so it is not a ...
+    agentic_loop.models.errors.ModelDirError: ... has neither config.json nor adapter_config.json...
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ from typing import Any
 import torch
 
 from agentic_loop.models.errors import ModelLoadError
-from agentic_loop.models.model_dirs import ADAPTER_CONFIG, adapter_base, is_adapter_dir
+from agentic_loop.models.model_dirs import (
+    adapter_base,
+    is_adapter_dir,
+    local_model_dir,
+    resolve_model_dir,
+)
+from agentic_loop.models.spec import ModelSpec
 
 __all__ = ["load_causal_lm"]
 
@@ -46,31 +52,25 @@ def load_causal_lm(model_dir: str | os.PathLike[str], *,
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    path = Path(model_dir).expanduser()
+    # the one check of a model folder (full model or adapter) that every loader uses
+    path = local_model_dir(ModelSpec("local", str(Path(model_dir).expanduser())),
+                           source=os.fspath(model_dir))
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    if not path.is_dir():
-        raise ModelLoadError(
-            f"model dir {path} does not exist; pass a Hugging Face model directory "
-            "(config.json + weights), e.g. one written by `agentic-loop distill`")
     adapter = is_adapter_dir(path)
-    if not adapter and not (path / "config.json").is_file():
-        raise ModelLoadError(
-            f"{path} has no config.json, so it is not a Hugging Face model directory (nor a "
-            f"LoRA adapter: no {ADAPTER_CONFIG}); pass the directory that holds config.json "
-            "and the weights")
-    weights = Path(adapter_base(path)).expanduser() if adapter else path
-    tokenizer_dir = path if (path / "tokenizer_config.json").is_file() else weights
+    base = adapter_base(path) if adapter else None
+    peft = _peft(path) if adapter else None  # missing PEFT: its own error, not a bad folder
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a 1-second load needs no progress bar
     try:
+        # the base resolves as `serve` resolves it: a directory, or a spec such as "local"
+        weights = resolve_model_dir(base) if base is not None else path
+        tokenizer_dir = path if (path / "tokenizer_config.json").is_file() else weights
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch_dtype)
-        if adapter:
-            model = _merged(model, path)
-    except ModelLoadError:
-        raise
+        if peft is not None:
+            model = peft.from_pretrained(model, path).merge_and_unload()
     except Exception as exc:
-        what = f"the LoRA adapter in {path} on its base {weights}" if adapter else \
+        what = f"the LoRA adapter in {path} on its base {base}" if adapter else \
             f"the model in {path}"
         raise ModelLoadError(
             f"could not load {what}: {exc}; check that the directory holds a complete "
@@ -81,8 +81,8 @@ def load_causal_lm(model_dir: str | os.PathLike[str], *,
     return tokenizer, model.eval()
 
 
-def _merged(model: Any, adapter_dir: Path) -> Any:
-    """``model`` with the adapter in ``adapter_dir`` folded into its weights."""
+def _peft(adapter_dir: Path) -> Any:
+    """PEFT's ``PeftModel``, or a :class:`ModelLoadError` saying how to install it."""
     try:
         from peft import PeftModel
     except ImportError as exc:
@@ -90,4 +90,4 @@ def _merged(model: Any, adapter_dir: Path) -> Any:
             f"{adapter_dir} is a LoRA adapter, and loading one needs PEFT ({exc}); install "
             "it with `pip install 'agentic-loop[train]'`, or merge the adapter when training "
             "(the default)") from exc
-    return PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
+    return PeftModel
