@@ -37,6 +37,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentic_loop.demo_improve import improve_summary, rounds_table, run_rounds
+from agentic_loop.errors import ConfigError
+from agentic_loop.paths import make_dir
 from agentic_loop.tasks import TaskSpec
 
 if TYPE_CHECKING:
@@ -127,7 +129,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     opts = options or DemoOptions()
     console = console or Console()
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out, what="demo output folder", error=ConfigError)
     started = time.perf_counter()
     train_tasks, test_tasks = split_tasks(demo_tasks(opts.n_tasks, seed=opts.seed),
                                           held_out=opts.held_out, seed=opts.seed)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.paths import make_dir
 
 __all__ = ["plot_archive_growth", "plot_before_after", "plot_eval_scores", "plot_rates",
            "plot_reward_curve", "plot_score_distributions"]
@@ -47,7 +48,7 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> None:
     from agentic_loop.atomic import atomic_write
 
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(target.parent, what="folder of the plot", error=ConfigError)
     fig.tight_layout()
     with atomic_write(target) as tmp:
         fig.savefig(tmp, format=target.suffix.lstrip(".") or "png", dpi=110)

@@ -284,7 +284,7 @@ class TrajectoryLog:
         if path.suffix == ".jsonl":
             self.dir, file = path.parent, path
         else:
-            if path.exists() and not path.is_dir():
+            if os.path.exists(path) and not os.path.isdir(path):  # these never raise
                 raise TrajectoryPathError(
                     f"TrajectoryLog path {path} is a file; pass a directory or a .jsonl file")
             self.dir, file = path, path / self.FILE

@@ -40,7 +40,12 @@ from filelock import FileLock, Timeout
 from pydantic import TypeAdapter
 
 from agentic_loop.atomic import atomic_write, fsync_dir
-from agentic_loop.jsonl_log.errors import LogCorruptionWarning, LogLockTimeout, StaleLogError
+from agentic_loop.jsonl_log.errors import (
+    LogCorruptionWarning,
+    LogError,
+    LogLockTimeout,
+    StaleLogError,
+)
 from agentic_loop.jsonl_log.scan import (
     LineScan,
     LogProblem,
@@ -49,6 +54,7 @@ from agentic_loop.jsonl_log.scan import (
     torn_tail_start,
 )
 from agentic_loop.jsonl_log.write import DEFAULT_MAX_RECORD_BYTES, encode_records, write_fully
+from agentic_loop.paths import make_dir
 
 __all__ = ["JsonlLog", "LogRead"]
 
@@ -192,7 +198,7 @@ class JsonlLog(Generic[M]):
         payload, count = self._encode(records)
         if count == 0:
             return 0
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(self._path.parent, what=f"folder of the log {self._path.name}", error=LogError)
         with self.locked():
             existed = self._path.exists()
             fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -294,7 +300,7 @@ class JsonlLog(Generic[M]):
             quarantined = [p.raw for p in self._corrupt] + ([self._torn] if self._torn else [])
             if quarantined:
                 quarantine(self._path, quarantined)
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(self._path.parent, what=f"folder of the log {self._path.name}", error=LogError)
             with atomic_write(self._path) as tmp:
                 tmp.write_bytes(payload)
             st = os.stat(self._path)

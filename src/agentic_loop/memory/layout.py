@@ -22,6 +22,10 @@ Example:
     'data/archive/taglines'
     >>> namespace_of(Path("data/archive"), Path("data/archive/users/ana%40example.com"))
     ('users', 'ana@example.com')
+    >>> make_collection_dir(Path("/proc/1/archive"), "archive")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.memory.errors.ArchiveError: cannot create the archive folder /proc/1/archive: ...
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from urllib.parse import quote, unquote
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.errors import ArchiveError
+from agentic_loop.paths import make_dir
 
 __all__ = [
     "ENTRIES",
@@ -93,17 +98,7 @@ def namespace_of(root: Path, directory: Path) -> tuple[str, ...]:
 
 def make_collection_dir(directory: Path, kind: str) -> None:
     """Create a collection's folder (and its parents), or say why it cannot be one."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError) as exc:
-        raise ArchiveError(
-            f"cannot use {directory} as a {kind} folder: a file is in the way ({exc}); "
-            "pass the path of a folder"
-        ) from exc
-    except PermissionError as exc:
-        raise ArchiveError(
-            f"cannot create the {kind} folder {directory}: {exc}; pass a folder you may write to"
-        ) from exc
+    make_dir(directory, what=f"{kind} folder", error=ArchiveError)
 
 
 def remove_temporaries(directory: Path) -> None:

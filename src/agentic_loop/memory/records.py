@@ -11,6 +11,8 @@ Example:
     ...                      score=8.5, features={"word_count": 5})
     >>> entry.search_text(), entry.dedup_text()
     ('Tagline for a bookstore', 'Stories wait on every shelf.')
+    >>> ArchiveEntry(task="t", output="\x1b[2J\x1b[31mcleared screen\x1b[0m").output  # stored clean
+    'cleared screen'
     >>> ArchiveEntry(task="  ", output="x")            # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -37,6 +39,7 @@ from pydantic import (
     field_validator,
 )
 
+from agentic_loop.clean_text import strip_control
 from agentic_loop.clock import utc_now
 from agentic_loop.errors import ConfigError
 
@@ -70,7 +73,8 @@ def _finite(value: float | None) -> float | None:
     return value
 
 
-Text = Annotated[str, AfterValidator(_not_blank)]
+# Stored text is printed on terminals and trained on: escape sequences and controls go first.
+Text = Annotated[str, AfterValidator(strip_control), AfterValidator(_not_blank)]
 
 
 class MemoryRecord(BaseModel):
@@ -137,7 +141,7 @@ class ReflectionEntry(MemoryRecord):
 
     task: Text
     reflection: Text
-    failure_summary: str = ""
+    failure_summary: Annotated[str, AfterValidator(strip_control)] = ""
     outcome: str | None = None
     trial: Annotated[int, Field(ge=0)] = 0
 

@@ -67,6 +67,7 @@ from agentic_loop.distill.train.stages import StageResult, run_stage
 from agentic_loop.distill.train.training_data import TrainingData, load_training_data
 from agentic_loop.errors import TrainError
 from agentic_loop.models.model_dirs import is_adapter_dir, resolve_model_dir
+from agentic_loop.paths import make_dir
 
 __all__ = ["StageResult", "TrainError", "TrainResult", "train", "training_precision"]
 
@@ -292,7 +293,7 @@ def _claim(out: Path, fingerprint: str, resume: bool) -> None:
         if not resume or previous != fingerprint:
             shutil.rmtree(out / CHECKPOINTS, ignore_errors=True)
             shutil.rmtree(out / STAGES, ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out, what="training output folder", error=TrainError)
         run_file.write_text(json.dumps({"fingerprint": fingerprint, "started_at": utc_stamp()}))
     PartialState().wait_for_everyone()
 
