@@ -62,6 +62,7 @@ def describe_path_error(path: str | os.PathLike[str], exc: OSError) -> str:
                 "pass a path on a writable disk")
     why = _WHY.get(exc.errno or 0) or (exc.strerror or str(exc) or type(exc).__name__).lower()
     fix = ("pass a path you may write to" if exc.errno in (errno.EACCES, errno.EPERM)
+           else "pass the path of a folder" if exc.errno in (errno.EEXIST, errno.ENOTDIR)
            else "pass another path")
     return f"{why}; {fix}"
 
