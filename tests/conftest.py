@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
+# Writers record where they put user text in the data folder's places.jsonl (text_places.py): the
+# suite's exports and shadow logs are recorded in a data folder of its own, not the checkout's.
+if "AGENTIC_LOOP_DATA" not in os.environ:
+    os.environ["AGENTIC_LOOP_DATA"] = tempfile.mkdtemp(prefix="agentic-loop-test-data-")
+    atexit.register(shutil.rmtree, os.environ["AGENTIC_LOOP_DATA"], ignore_errors=True)
 
 import pytest  # noqa: E402
 

@@ -53,6 +53,7 @@ from agentic_loop.prompt_format import (  # re-exported: the record's prompt, an
     fresh_draft_prompt,
     rubric_requirements,
 )
+from agentic_loop.text_places import record_unless_default
 
 __all__ = [
     "PROMPT_VERSION",
@@ -289,6 +290,7 @@ class TrajectoryLog:
                     f"TrajectoryLog path {path} is a file; pass a directory or a .jsonl file")
             self.dir, file = path, path / self.FILE
         self._log: JsonlLog[Trajectory] = JsonlLog(file, Trajectory)
+        self._place_recorded = False
         self._feedback: JsonlLog[FeedbackEvent] = JsonlLog(self.dir / self.FEEDBACK_FILE,
                                                            FeedbackEvent)
         self._consent: JsonlLog[ConsentEvent] = JsonlLog(self.dir / self.CONSENT_FILE,
@@ -300,7 +302,15 @@ class TrajectoryLog:
         return self._log.path
 
     def append(self, trajectory: Trajectory) -> None:
-        """Store one trajectory durably (fsync'd before returning)."""
+        """Store one trajectory durably (fsync'd before returning).
+
+        A log outside the data folder's ``trajectories/`` records its place
+        first (:func:`~agentic_loop.text_places.record_unless_default`), so
+        ``forget`` finds the user's runs in it without being told.
+        """
+        if not self._place_recorded:
+            record_unless_default("trajectories", self._log.path, what="trajectory log")
+            self._place_recorded = True
         self._log.append(trajectory)
 
     def record_feedback(self, trajectory_id: str, feedback: Feedback) -> None:

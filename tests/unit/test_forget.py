@@ -106,7 +106,8 @@ class Project:
         self.audit = root / "data" / "audit" / "erasures.jsonl"
 
     def stores(self) -> dict[str, object]:
-        return {"trajectories": [self.trajectories], "memory": [self.archive, self.reflections],
+        return {"data": self.root / "data", "trajectories": [self.trajectories],
+                "memory": [self.archive, self.reflections],
                 "exports": [self.root / "runs"], "registries": [self.registry],
                 "audit_log": self.audit, "embedder": HashingEmbedder()}
 
@@ -182,7 +183,7 @@ def _build(root: Path) -> Project:
 def _register(p: Project, name: str, data_dir: Path, *, trained_at: datetime | None) -> None:
     model = p.root / "runs" / name
     model.mkdir(parents=True)
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text(json.dumps({"_name_or_path": name}))  # distinct models
     manifest = data_dir / "manifest.json"
     sha = (__import__("hashlib").sha256(manifest.read_bytes()).hexdigest()
            if manifest.is_file() else "0" * 64)
@@ -353,7 +354,9 @@ def test_the_cli_refuses_unclear_requests() -> None:
                           (["forget", "--older-than", "ninety"], "is not an age"),
                           (["forget", "--user", "a", "--consent-only", "--dry-run"],
                            "--consent-only takes --user alone"),
-                          (["forget", "--user", "a", "-t", "/no/such/log"], "does not exist")):
+                          (["forget", "--user", "a", "-t", "/no/such/log"], "does not exist"),
+                          (["forget", "--user", "a", "--data", "/no/such/data"],
+                           "data folder /no/such/data does not exist")):
         result = runner.invoke(app, args)
         assert result.exit_code == 2 and message in result.stderr, (args, result.stderr)
 

@@ -3,9 +3,12 @@
 A thin shell around :func:`agentic_loop.distill.forget_user`,
 :func:`~agentic_loop.distill.enforce_retention` and
 :func:`~agentic_loop.distill.withdraw_consent`: it checks the flags, runs
-the erasure, and prints what was removed from each kind of store and which
-registered models were trained on the erased rows. Nothing is printed that
-the erasure removed (no ids, no texts).
+the erasure, and prints what was removed from each kind of store, from
+which place (each log, collection, store and dataset folder), which
+registered models were trained on the erased rows, and a warning (on
+stderr, and under ``warnings`` with ``--json``) for every place known to
+hold user text that it could not reach. Nothing is printed that the
+erasure removed (no ids, no texts).
 
 Examples::
 
@@ -13,6 +16,7 @@ Examples::
     agentic-loop forget --older-than 90d                  # retention, for everyone
     agentic-loop forget --user alice --dry-run --json     # what would go, as JSON
     agentic-loop forget --user alice --consent-only       # keep runs, never train on them
+    agentic-loop forget --user alice --store postgresql://app@db/agents   # and a Postgres store
 
 Example:
     >>> from typer.testing import CliRunner
@@ -29,10 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console
+from agentic_loop.cli.common import console, err_console
 from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -51,21 +56,29 @@ def forget_command(
         "--older-than",
         help="Retention: erase what is older than this age (90d, 12h, 2w); "
              "with --user, only that user's older data.")] = None,
+    data: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--data", help="The data folder: the defaults below are in it, and its places.jsonl "
+                       "names where writers put user text. Default: $AGENTIC_LOOP_DATA and "
+                       "data.")] = None,
     trajectories: Annotated[_Paths, typer.Option(
         "--trajectories", "-t",
-        help="TrajectoryLog folder or .jsonl file; repeat. Default: data/trajectories.")] = None,
+        help="TrajectoryLog folder or .jsonl file; repeat. Default: DATA/trajectories.")] = None,
     memory: Annotated[_Paths, typer.Option(
         "--memory", help="Archive or Reflexion memory root; repeat. "
-                         "Default: data/archive, data/reflections.")] = None,
+                         "Default: DATA/archive, DATA/reflections.")] = None,
     exports: Annotated[_Paths, typer.Option(
-        "--exports", help="Folder searched for dataset exports; repeat. "
-                          "Default: runs, data (and every registered model's dataset).")] = None,
+        "--exports", help="Folder searched for dataset exports; repeat. Default: runs, DATA "
+                          "(and every recorded export and registered model's dataset).")] = None,
     registry: Annotated[_Paths, typer.Option(
         "--registry", help="Model registry whose versions trained on erased rows are marked; "
                            "repeat. Default: runs/registry.")] = None,
-    audit_log: Annotated[Path, typer.Option(
-        "--audit-log", help="JSONL audit log (who, when, counts; never the data).")
-    ] = Path("data/audit/erasures.jsonl"),
+    store: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+        "--store", help="Postgres connection string of a LangGraph store holding memory; "
+                        "repeat. Stores the package wrote to are recorded and reached anyway "
+                        "(with credentials from PGPASSWORD or ~/.pgpass).")] = None,
+    audit_log: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--audit-log", help="JSONL audit log (who, when, counts; never the data). "
+                            "Default: DATA/audit/erasures.jsonl.")] = None,
     consent_only: Annotated[bool, typer.Option(
         "--consent-only",
         help="Keep the user's runs but record withdrawn consent: no later export uses them.")
@@ -79,6 +92,7 @@ def forget_command(
     Example: agentic-loop forget --user alice@example.com
     """
     from agentic_loop.distill.data.forget import (
+        DEFAULT_AUDIT_LOG,
         enforce_retention,
         forget_user,
         withdraw_consent,
@@ -87,25 +101,30 @@ def forget_command(
     if user is None and older_than is None:
         raise ConfigError("pass --user ID to forget a user, --older-than AGE (e.g. 90d) to "
                           "enforce retention, or both")
+    audit = DEFAULT_AUDIT_LOG if audit_log is None else audit_log
     if consent_only:
         if user is None or older_than is not None or dry_run:
             raise ConfigError("--consent-only takes --user alone (no --older-than, no --dry-run)")
-        logs = withdraw_consent(user, trajectories=trajectories, audit_log=audit_log)
+        logs = withdraw_consent(user, data=data, trajectories=trajectories, audit_log=audit)
         console.print(f"consent withdrawn in {logs} trajectory log folder(s); later exports "
                       "leave this user's runs out")
         return
     if user is not None:
-        report = forget_user(user, older_than=older_than, trajectories=trajectories,
-                             memory=memory, exports=exports, registries=registry,
-                             audit_log=audit_log, dry_run=dry_run)
+        report = forget_user(user, older_than=older_than, data=data, trajectories=trajectories,
+                             memory=memory, exports=exports, registries=registry, stores=store,
+                             audit_log=audit, dry_run=dry_run)
     else:
-        report = enforce_retention(older_than or "", trajectories=trajectories, memory=memory,
-                                   exports=exports, registries=registry, audit_log=audit_log,
-                                   dry_run=dry_run)
+        report = enforce_retention(older_than or "", data=data, trajectories=trajectories,
+                                   memory=memory, exports=exports, registries=registry,
+                                   stores=store, audit_log=audit, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
-        return
-    _print(report)
+    else:
+        _print(report)
+    for line in [f"warning: {w}" for w in report.warnings] + (
+            [f"{len(report.warnings)} place(s) known to hold user text were not reached: the "
+             "erasure is incomplete there"] if report.warnings else []):
+        err_console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def _print(report: ForgetReport) -> None:
@@ -116,6 +135,17 @@ def _print(report: ForgetReport) -> None:
     for name, count in report.counts().items():
         table.add_row(name.replace("_", " "), str(count))
     console.print(table)
+    erased = report.erased()
+    if erased:
+        places = Table(title="places")
+        for column in ("kind", "place"):
+            places.add_column(column)
+        places.add_column("removed", justify="right")
+        places.add_column("texts replaced", justify="right")  # other users' lines kept
+        for place in erased:
+            places.add_row(place.what, escape(place.path), str(place.removed),
+                           str(place.scrubbed or ""))
+        console.print(places)
     for model in report.models:
         console.print(f"model {model.version} ({model.name}) in {model.registry}: {model.reason}")
     if report.models and not report.dry_run:

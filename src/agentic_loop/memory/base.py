@@ -52,6 +52,7 @@ from agentic_loop.memory.layout import (
 from agentic_loop.memory.meta import check_dim, open_meta
 from agentic_loop.memory.records import MemoryRecord, log_record_type
 from agentic_loop.memory.replay import LogReplay
+from agentic_loop.text_places import record_unless_default
 
 __all__ = ["CollectionBase"]
 
@@ -95,6 +96,8 @@ class CollectionBase(Generic[R]):
         self.namespace = normalize_namespace(namespace)
         self.dir = namespace_dir(self.root, self.namespace)
         make_collection_dir(self.dir, self.kind)
+        # outside <data>/archive and <data>/reflections, forget must be told where this is
+        record_unless_default("memory", self.root, what=f"{self.kind} memory")
         self.embedder: TextEmbedder = embedder if embedder is not None else Embedder()
         self.dedup_threshold = dedup_threshold
         self.exact_limit = exact_limit

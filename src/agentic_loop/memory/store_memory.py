@@ -18,7 +18,10 @@ architectures one object with that policy for any store:
   the ``dedup_pool`` records whose tasks are most similar (the records
   retrieval would show together); the embedder that first wrote the
   namespace is recorded under ``("agentic_loop_meta", *namespace)`` and a
-  store that embeds with another one is refused.
+  store that embeds with another one is refused. A store that persists
+  outside the process (a ``PostgresStore``) is recorded, before the first
+  write, in the data folder's ``places.jsonl`` (:mod:`agentic_loop.text_places`),
+  so ``agentic-loop forget`` erases a user's records there too.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -59,6 +62,7 @@ from agentic_loop.memory.records import RECORD_TYPES, AddResult, MemoryRecord, S
 from agentic_loop.memory.store import ArchiveStore
 from agentic_loop.memory.store_index import StoreEmbeddings, store_embedder
 from agentic_loop.memory.store_values import record_of, value_of
+from agentic_loop.text_places import record_store
 
 __all__ = ["META_PREFIX", "MemoryView", "StoreMemory", "check_store_index", "open_memory"]
 
@@ -123,6 +127,7 @@ class StoreMemory(Generic[R]):
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._embedder_checked = False
+        self._recorded = False
 
     def __repr__(self) -> str:
         return f"StoreMemory({type(self.store).__name__}, {self.namespace!r}, {self.kind!r})"
@@ -186,6 +191,9 @@ class StoreMemory(Generic[R]):
                     continue
             results.append(AddResult("added" if stored is None else "replaced", record))
             accepted.append(record)
+        if accepted and not self._recorded:  # before the first write: `forget` must find it
+            self._recorded = True
+            record_store(self.store, what=f"{self.kind} memory store")
         field = [self.record_type.search_field]
         self.store.batch([PutOp(self.namespace, r.id, value_of(r), index=field) for r in accepted])
         return results

@@ -18,8 +18,12 @@ and turned into an SFT set and DPO pairs (see
     reward-hacking guard fired, versions (the secret rule set's included), options.
 
 Everything is computed before anything is written; each file is replaced
-atomically. If every candidate is filtered out, :class:`EmptyExportError`
-names the filter that removed the last ones and the folder is left as it was.
+atomically. Before the first file is written, the folder is recorded as a
+place holding user text (:func:`~agentic_loop.text_places.record_place`) in the
+data folder and beside every trajectory log and archive it was read from,
+so ``agentic-loop forget`` finds an export wherever it was written. If
+every candidate is filtered out, :class:`EmptyExportError` names the
+filter that removed the last ones and the folder is left as it was.
 
 Example:
     >>> import tempfile
@@ -81,7 +85,9 @@ from agentic_loop.distill.data.sources import (
 )
 from agentic_loop.jsonl_log import write_jsonl
 from agentic_loop.memory.embeddings import TextEmbedder
+from agentic_loop.paths import make_dir
 from agentic_loop.prompt_format import PROMPT_VERSION, SYSTEM
+from agentic_loop.text_places import data_root, record_place
 from agentic_loop.trajectories import Trajectory
 
 __all__ = [
@@ -316,7 +322,11 @@ def export_datasets(
         raise EmptyExportError(_empty_message(log, problems))
 
     stage("writing")
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out, what="export folder", error=ExportError)
+    # before the first row lands: `forget` must find this folder wherever it is
+    record_place("export", out, what="dataset export", near=[
+        data_root(), *(Path(s.path).parent for s in sources if s.kind != "archive"),
+        *([archive] if archive is not None else [])])
     outputs = {SFT_FILE: _write(out / SFT_FILE, sft, SftRow),
                PAIRS_FILE: _write(out / PAIRS_FILE, pairs, PairRow)}
     embedder_name = embedder.name if embedder is not None and dedup_threshold is not None else None

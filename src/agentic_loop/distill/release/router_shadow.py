@@ -9,6 +9,9 @@ for the current answer, scores both with a scorer callable and appends one
 (:class:`~agentic_loop.jsonl_log.JsonlLog`). Nothing from the worker reaches
 the caller: a candidate error, a slow candidate, a scorer that raises or a
 log that cannot be written are recorded (or warned about once), never raised.
+Before its first record the log is recorded in the data folder's
+``places.jsonl`` (:mod:`agentic_loop.text_places`): it holds users' prompts and
+both answers, and ``agentic-loop forget`` erases a user's lines from it.
 A full pool (``max_pending`` jobs waiting) skips the shadow call rather than
 queueing without bound; :attr:`ShadowRunner.skipped` counts those.
 
@@ -49,6 +52,7 @@ from pydantic import BaseModel, Field
 from agentic_loop.clock import utc_stamp
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.models.structured_output import message_text
+from agentic_loop.text_places import data_root, record_place
 
 if TYPE_CHECKING:
     from agentic_loop.judges import Rubric
@@ -180,6 +184,8 @@ class ShadowRunner:
         self._pending: set[Future[None]] = set()
         self._lock = threading.Lock()
         self._warned = False
+        self._recorded = False
+        self._place_lock = threading.Lock()
 
     def start(self, messages: list[BaseMessage], *, key: str | None,
               stop: list[str] | None = None, **kwargs: Any) -> ShadowJob | None:
@@ -229,6 +235,7 @@ class ShadowRunner:
             except Exception as exc:  # noqa: BLE001 - recorded with the answers
                 record.score_error = _error_text(exc)
         try:
+            self._record_place()
             self.log.append(record)
             self.logged += 1
         except Exception as exc:  # noqa: BLE001 - the answer already went out; say so once
@@ -237,6 +244,14 @@ class ShadowRunner:
                 warnings.warn(f"shadow log {self.log.path} could not be written ({exc}); "
                               "shadow records are being lost; fix the path or the disk",
                               ShadowWarning, stacklevel=1)
+
+    def _record_place(self) -> None:
+        """Before the first record: the log holds users' prompts and answers, so `forget`
+        must find it (:func:`~agentic_loop.text_places.record_place`, in the data folder)."""
+        with self._place_lock:  # held while recording: no worker appends before it is done
+            if not self._recorded:
+                record_place("log", self.log.path, what="shadow log", near=[data_root()])
+                self._recorded = True
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait for every started shadow job; True when all finished within ``timeout_s``."""

@@ -4,33 +4,37 @@
 the trajectory logs (with feedback and consent records) to the archive
 entries and reflections made from those runs, their copies in other runs'
 prompts, the dataset rows built from any of them, and the registered models
-trained on those rows (marked in the registry's audit log). Files are
+trained on those rows (marked in the registry's audit log), and every
+place a writer recorded as holding user text (:mod:`agentic_loop.text_places`:
+exports anywhere, shadow router logs, Postgres memory stores); a known
+place it cannot reach is a warning, never skipped silently. Files are
 compacted, not tombstoned, and an audit line records who erased what, when
 and how much, never the data. :func:`withdraw_consent` keeps a user's runs
 but excludes them from every later export.
 
-Modules: :mod:`.api` (the three calls and the report), :mod:`.selection`
-(which records go), :mod:`.logs`, :mod:`.memories`, :mod:`.exports`,
-:mod:`.models` (one store each), :mod:`.references` (copies in other runs),
-:mod:`.files` (raw lines and leftovers).
+Modules: :mod:`.api` (the three calls), :mod:`.report` (the report and
+the audit line), :mod:`.selection` (which records go), :mod:`.logs`,
+:mod:`.memories`, :mod:`.stores`, :mod:`.exports`, :mod:`.models` (one
+store each), :mod:`.recorded` (recorded places), :mod:`.references` (copies
+in other runs), :mod:`.files` (raw lines and leftovers).
 
 Example:
     >>> import tempfile
-    >>> report = enforce_retention("90d", trajectories=[tempfile.mkdtemp()], memory=[],
-    ...                            exports=[], registries=[], audit_log=None)
+    >>> report = enforce_retention("90d", data=tempfile.mkdtemp(), exports=[], registries=[],
+    ...                            audit_log=None)
     >>> report.kind, report.counts()["trajectories"]
     ('retention', 0)
 """
 
 from agentic_loop.distill.data.forget.api import (
     DEFAULT_AUDIT_LOG,
-    ErasureAudit,
-    ForgetReport,
     enforce_retention,
     forget_user,
     withdraw_consent,
 )
 from agentic_loop.distill.data.forget.models import AffectedModel
+from agentic_loop.distill.data.forget.recorded import PlaceResult
+from agentic_loop.distill.data.forget.report import ErasureAudit, ForgetReport
 from agentic_loop.distill.data.forget.selection import Selection
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "AffectedModel",
     "ErasureAudit",
     "ForgetReport",
+    "PlaceResult",
     "Selection",
     "enforce_retention",
     "forget_user",

@@ -12,13 +12,26 @@ with its own safe rewrite:
    the given roots and every folder a registered model was trained on
    (:mod:`.exports`);
 4. the registered models trained on those rows, marked in their registry's
-   audit log (:mod:`.models`): erasing data does not unlearn it.
+   audit log (:mod:`.models`): erasing data does not unlearn it;
+5. every place a writer recorded as holding user text (:mod:`agentic_loop.text_places`:
+   exports written anywhere, shadow router logs, Postgres memory stores),
+   read from the data folder and from beside every log, memory root and
+   registry given (:mod:`.recorded`, :mod:`.stores`), and the stores passed
+   as ``stores=``. A known place that cannot be reached is a warning in the
+   report (:attr:`ForgetReport.warnings`), in the audit line and on the CLI.
 
 Everything is found first, read-only (a dry run stops there); then the
 stores are erased downstream first (dataset rows, copies in other runs,
 memory records, and the runs last), so if a step fails, the records that
 lead to what is left are still there and running the erasure again finds
 it. Runs a user logs while it works are followed too.
+
+The defaults are the data folder's layout (``$AGENTIC_LOOP_DATA`` and
+``data``, where code that names no folder writes; ``data=`` names the one
+folder instead): ``trajectories``, ``archive`` and ``reflections`` in it,
+the trajectory logs and memory roots its ``places.jsonl`` records elsewhere,
+exports anywhere under it or under ``runs``, the registry
+``runs/registry``, the audit log ``audit/erasures.jsonl`` in the first.
 
 Deleted means compacted: files are rewritten without the records (no
 tombstone keeps them), indexes are rebuilt, and quarantine files, backups
@@ -34,12 +47,11 @@ Example:
     >>> log = TrajectoryLog(root / "trajectories")
     >>> log.append(Trajectory(architecture="a", model_id="m", task="Ann's secret plan",
     ...                       user_id_hash=hash_user_id("ann")))
-    >>> report = forget_user("ann", trajectories=[root / "trajectories"], memory=[], exports=[],
-    ...                      registries=[], audit_log=root / "audit.jsonl")
+    >>> report = forget_user("ann", data=root, memory=[], exports=[], registries=[])
     >>> report.counts()["trajectories"], len(log)
     (1, 0)
-    >>> b"secret" in (root / "audit.jsonl").read_bytes()
-    False
+    >>> b"secret" in (root / "audit" / "erasures.jsonl").read_bytes(), report.warnings
+    (False, [])
 """
 
 from __future__ import annotations
@@ -48,28 +60,26 @@ import getpass
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from langgraph.store.base import BaseStore
 
 from agentic_loop.clock import utc_now, utc_stamp
 from agentic_loop.distill.data.forget.exports import ExportErasure, erase_rows, export_dirs
 from agentic_loop.distill.data.forget.files import parse_age
-from agentic_loop.distill.data.forget.logs import (
-    RunErasure,
-    erase_runs,
-    scrub_runs,
-    trajectory_files,
-)
-from agentic_loop.distill.data.forget.memories import MemoryErasure, erase_memory
-from agentic_loop.distill.data.forget.models import AffectedModel, card_data_dirs, mark_models
+from agentic_loop.distill.data.forget.logs import erase_runs, scrub_runs, trajectory_files
+from agentic_loop.distill.data.forget.memories import erase_memory
+from agentic_loop.distill.data.forget.models import card_data_dirs, mark_models
+from agentic_loop.distill.data.forget.recorded import PlaceResult, erase_logs, recorded_places
+from agentic_loop.distill.data.forget.report import ErasureAudit, ForgetReport
 from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.distill.data.forget.stores import erase_stores, open_stores
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import TextEmbedder, read_collections
+from agentic_loop.text_places import data_root
 from agentic_loop.trajectories import TrajectoryLog, hash_user_id
 
 __all__ = [
@@ -83,66 +93,16 @@ __all__ = [
 
 PathArg = str | os.PathLike[str]
 Paths = Sequence[PathArg] | None
-DEFAULT_TRAJECTORIES = ("data/trajectories",)
-DEFAULT_MEMORY = ("data/archive", "data/reflections")
-DEFAULT_EXPORTS = ("runs", "data")
-DEFAULT_REGISTRIES = ("runs/registry",)
+Stores = Sequence[BaseStore | str] | None
+#: The audit log's default, in the data folder (``data=``, ``$AGENTIC_LOOP_DATA``, ``data``).
 DEFAULT_AUDIT_LOG = "data/audit/erasures.jsonl"
+DEFAULT_REGISTRIES = ("runs/registry",)
 
 
-class ErasureAudit(BaseModel):
-    """One line of the erasure audit log: who, when, what kind, how many; never the data."""
-
-    at: str = Field(default_factory=utc_stamp)
-    action: Literal["forget_user", "retention", "withdraw_consent"]
-    actor: str | None = None
-    subject: str | None = None
-    before: str | None = None
-    counts: dict[str, int] = Field(default_factory=dict)
-    models: list[dict[str, str]] = Field(default_factory=list)
-    stores: dict[str, list[str]] = Field(default_factory=dict)
-
-
-@dataclass
-class ForgetReport:
-    """What an erasure removed (or, with ``dry_run``, would remove), store by store."""
-
-    kind: str
-    dry_run: bool
-    before: datetime | None
-    runs: RunErasure
-    memory: MemoryErasure
-    runs_scrubbed: int
-    exports: list[ExportErasure]
-    models: list[AffectedModel]
-    audit_path: Path | None = None
-    stores: dict[str, list[str]] = field(default_factory=dict)
-
-    def counts(self) -> dict[str, int]:
-        """Records removed per kind (``runs_scrubbed``: other runs rewritten to drop copies)."""
-        return {**self.runs.counts(), **{k: v for k, v in self.memory.counts().items()
-                                         if k != "leftover_lines"},
-                "runs_scrubbed": self.runs_scrubbed,
-                "export_rows": sum(e.rows_removed for e in self.exports),
-                "export_rows_untraced": sum(e.rows_untraced for e in self.exports),
-                "leftover_lines": self.runs.leftover_lines + self.memory.leftover_lines
-                + sum(e.leftover_lines for e in self.exports),
-                "models_marked": len(self.models)}
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (paths and counts; never an id or a text)."""
-        return {"kind": self.kind, "dry_run": self.dry_run,
-                "before": utc_stamp(self.before) if self.before else None,
-                "counts": self.counts(), "exports": [e.to_dict() for e in self.exports],
-                "models": [m.to_dict() for m in self.models],
-                "audit_log": str(self.audit_path) if self.audit_path else None,
-                "stores": self.stores}
-
-
-def _paths(given: Paths, default: Sequence[str], what: str) -> list[Path]:
+def _paths(given: Paths, default: Sequence[Path], what: str) -> list[Path]:
     """Given paths must exist; defaults that do not exist are skipped."""
     if given is None:
-        return [Path(p) for p in default if Path(p).exists()]
+        return [p for p in default if p.exists()]
     if isinstance(given, (str, os.PathLike)):
         given = [given]
     paths = [Path(p).expanduser() for p in given]
@@ -151,6 +111,27 @@ def _paths(given: Paths, default: Sequence[str], what: str) -> list[Path]:
         raise ConfigError(f"{what} path {', '.join(missing)} does not exist; pass existing "
                           f"folders, or leave {what} out to use the defaults")
     return paths
+
+
+def _data(data: PathArg | None) -> list[Path]:
+    """The data folders: the one given (it must exist), else ``$AGENTIC_LOOP_DATA`` and
+    ``data`` (where code that names no folder writes, whatever the variable says)."""
+    if data is None:
+        return list(dict.fromkeys(p.absolute() for p in (data_root(), Path("data"))))
+    folder = Path(data).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"data folder {folder} does not exist; pass the folder that holds "
+                          "trajectories/, archive/ and places.jsonl, or leave data out for "
+                          "$AGENTIC_LOOP_DATA or data")
+    return [folder]
+
+
+def _audit_path(audit_log: PathArg | None, data: Path) -> Path | None:
+    if audit_log is None:
+        return None
+    if os.fspath(audit_log) == DEFAULT_AUDIT_LOG:
+        return data / "audit" / "erasures.jsonl"
+    return Path(audit_log).expanduser()
 
 
 def _cutoff(older_than: timedelta | datetime | str | None) -> datetime | None:
@@ -192,58 +173,99 @@ def _archive_ids(roots: Sequence[Path]) -> set[str]:
             for snap in read_collections(root, kind="archive") for r in snap.records}
 
 
-def _erase(selection: Selection, *, trajectories: Paths, memory: Paths, exports: Paths,
-           registries: Paths, audit_log: PathArg | None, actor: str | None,
-           embedder: TextEmbedder | None, dry_run: bool) -> ForgetReport:
-    traj = _paths(trajectories, DEFAULT_TRAJECTORIES, "trajectories")
-    mem_roots = _paths(memory, DEFAULT_MEMORY, "memory")
-    export_roots = _paths(exports, DEFAULT_EXPORTS, "exports")
-    regs = _paths(registries, DEFAULT_REGISTRIES, "registries")
-    # 1. the plan, read-only: everything that can refuse (an embedder) refuses before any erasure
-    runs = erase_runs(traj, selection, dry_run=True)
-    mem = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder, dry_run=True)
-    known = runs.known | _archive_ids(mem_roots) | _entry_ids(mem.erased)
-    folders = list(dict.fromkeys(export_dirs([*export_roots, *card_data_dirs(regs)])))
-    whole_before = selection.before if selection.user_hash is None else None
+def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, memory: Paths,
+           exports: Paths, registries: Paths, stores: Stores, audit_log: PathArg | None,
+           actor: str | None, embedder: TextEmbedder | None, dry_run: bool) -> ForgetReport:
+    roots = _data(data)
+    known_places = recorded_places(roots)  # logs and memories written outside these folders
+    traj = _paths(trajectories, [*(r / "trajectories" for r in roots),
+                                 *known_places.trajectories], "trajectories")
+    mem_roots = _paths(memory, [*(r / n for r in roots for n in ("archive", "reflections")),
+                                *known_places.memories], "memory")
+    export_roots = _paths(exports, [Path("runs"), *roots], "exports")
+    regs = _paths(registries, [Path(p) for p in DEFAULT_REGISTRIES], "registries")
+    files = trajectory_files(traj)
+    recorded = recorded_places([*roots, *dict.fromkeys(f.parent for f in files), *mem_roots,
+                                *regs], skip=files)
+    problems: list[PlaceResult] = list(recorded.missing)
+    with open_stores([*(stores or []), *(p.path for p in recorded.stores)],
+                     problems) as opened:
+        # 1. the plan, read-only: everything that can refuse (an embedder) refuses before any
+        # erasure
+        runs = erase_runs(traj, selection, dry_run=True)
+        mem = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder,
+                           dry_run=True)
+        held = erase_stores(opened, selection, run_ids=runs.ids, dry_run=True)
+        mem.erased.update(held.erased)
+        known = runs.known | _archive_ids(mem_roots) | _entry_ids(mem.erased)
+        folders = list(dict.fromkeys(export_dirs([*export_roots, *card_data_dirs(regs),
+                                                  *recorded.exports])))
+        whole_before = selection.before if selection.user_hash is None else None
 
-    def rows(run_ids: set[str], erased: dict[str, tuple[str, ...]], *,
-             dry: bool) -> list[ExportErasure]:
-        return erase_rows(folders, run_ids | _entry_ids(erased), erased=erased,
-                          reason=selection.kind, before=whole_before, known_ids=known,
-                          dry_run=dry)
+        def rows(run_ids: set[str], erased: dict[str, tuple[str, ...]], *,
+                 dry: bool) -> list[ExportErasure]:
+            return erase_rows(folders, run_ids | _entry_ids(erased), erased=erased,
+                              reason=selection.kind, before=whole_before, known_ids=known,
+                              dry_run=dry)
 
-    erasures = rows(runs.ids, mem.erased, dry=True)
-    models = mark_models(regs, erasures, earliest=runs.earliest,
-                         reason=f"erasure ({selection.kind})", dry_run=dry_run)
-    scrubbed = scrub_runs(runs.files, mem.erased, dry_run=True)
-    if not dry_run:
-        # 2. downstream first: if a step fails, the sources that lead to what is left remain,
-        # so running the erasure again finds it
-        erasures = rows(runs.ids, mem.erased, dry=False)
-        scrubbed = scrub_runs(runs.files, mem.erased)
-        planned = runs.ids
-        mem = erase_memory(mem_roots, selection, run_ids=planned, embedder=embedder)
-        runs = erase_runs(traj, selection)
-        if runs.ids - planned:  # runs of the user logged since the plan: follow them too
-            more = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder)
-            mem.merge(more)
-            scrubbed += scrub_runs(runs.files, more.erased)
-            erasures += rows(runs.ids - planned, more.erased, dry=False)
-    stores = {"trajectories": [str(p) for p in runs.files],
-              "memory": [str(p) for p in mem.collections],
-              "exports": [str(p) for p in folders], "registries": [str(p) for p in regs]}
+        def logs(*, dry: bool) -> list[PlaceResult]:
+            return erase_logs(recorded.logs, selection, ids=runs.ids | _entry_ids(mem.erased),
+                              texts={**runs.texts, **mem.erased}, dry_run=dry)
+
+        erasures = rows(runs.ids, mem.erased, dry=True)
+        models = mark_models(regs, erasures, earliest=runs.earliest,
+                             reason=f"erasure ({selection.kind})", dry_run=dry_run)
+        scrubbed = scrub_runs(runs.files, mem.erased, dry_run=True)
+        places = logs(dry=True)
+        if not dry_run:
+            # 2. downstream first: if a step fails, the sources that lead to what is left
+            # remain, so running the erasure again finds it
+            erasures = rows(runs.ids, mem.erased, dry=False)
+            places = logs(dry=False)
+            scrubbed = scrub_runs(runs.files, mem.erased)
+            planned = runs.ids
+            held = erase_stores(opened, selection, run_ids=planned)
+            mem = erase_memory(mem_roots, selection, run_ids=planned, embedder=embedder)
+            mem.erased.update(held.erased)
+            runs = erase_runs(traj, selection)
+            if runs.ids - planned:  # runs of the user logged since the plan: follow them too
+                more = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder)
+                more_held = erase_stores(opened, selection, run_ids=runs.ids)
+                more.erased.update(more_held.erased)
+                held.merge(more_held)
+                mem.merge(more)
+                scrubbed += scrub_runs(runs.files, more.erased)
+                erasures += rows(runs.ids - planned, more.erased, dry=False)
+                places = _merge(places, logs(dry=False))
+        store_labels = [s.label for s in opened]
+    stores_used = {"trajectories": [str(p) for p in runs.files],
+                   "memory": [str(p) for p in mem.collections],
+                   "exports": [str(p) for p in folders], "registries": [str(p) for p in regs],
+                   "logs": [p.path for p in recorded.logs], "stores": store_labels}
     report = ForgetReport(selection.kind, dry_run, selection.before, runs, mem, scrubbed,
-                          erasures, models, stores=stores)
-    if not dry_run and audit_log is not None:
+                          erasures, models, stores=stores_used, places=[*places, *problems],
+                          store_erasure=held)
+    audit = _audit_path(audit_log, roots[0])
+    if not dry_run and audit is not None:
         action: Literal["forget_user", "retention"] = (
             "forget_user" if selection.user_hash else "retention")
-        _audit(Path(audit_log), ErasureAudit(
+        _audit(audit, ErasureAudit(
             action=action, actor=_actor(actor),
             subject=subject_digest(selection.user_hash) if selection.user_hash else None,
             before=utc_stamp(selection.before) if selection.before else None,
-            counts=report.counts(), models=[m.to_dict() for m in models], stores=stores))
-        report.audit_path = Path(audit_log)
+            counts=report.counts(), models=[m.to_dict() for m in models], stores=stores_used,
+            unreached=[p.path for p in report.places if p.problem]))
+        report.audit_path = audit
     return report
+
+
+def _merge(first: list[PlaceResult], again: list[PlaceResult]) -> list[PlaceResult]:
+    """The results of two passes over the same logs, added up."""
+    for a, b in zip(first, again):
+        a.removed += b.removed
+        a.scrubbed += b.scrubbed
+        a.problem = a.problem or b.problem
+    return first
 
 
 def _audit(path: Path, entry: ErasureAudit) -> None:
@@ -252,24 +274,30 @@ def _audit(path: Path, entry: ErasureAudit) -> None:
 
 
 def forget_user(user_id: str, *, older_than: timedelta | datetime | str | None = None,
-                trajectories: Paths = None, memory: Paths = None, exports: Paths = None,
-                registries: Paths = None, audit_log: PathArg | None = DEFAULT_AUDIT_LOG,
-                salt: str | None = None, actor: str | None = None,
-                embedder: TextEmbedder | None = None, dry_run: bool = False) -> ForgetReport:
+                data: PathArg | None = None, trajectories: Paths = None, memory: Paths = None,
+                exports: Paths = None, registries: Paths = None, stores: Stores = None,
+                audit_log: PathArg | None = DEFAULT_AUDIT_LOG, salt: str | None = None,
+                actor: str | None = None, embedder: TextEmbedder | None = None,
+                dry_run: bool = False) -> ForgetReport:
     """Erase everything of one user from every store (see the module docstring).
 
     Args:
         user_id: the id the runs were made with (hashed as trajectories hash it, ``salt``
             or ``$AGENTIC_LOOP_USER_SALT``).
         older_than: only that user's data older than this (``"90d"``, a timedelta, a datetime).
-        trajectories: TrajectoryLog folders or ``.jsonl`` files (default ``data/trajectories``).
-        memory: archive and Reflexion memory roots (default ``data/archive``,
-            ``data/reflections``).
-        exports: folders searched for exports (default ``runs``, ``data``); the dataset
-            folders registered models name are searched too.
+        data: the data folder (default ``$AGENTIC_LOOP_DATA`` and ``data``): the defaults
+            below are in it, and its ``places.jsonl`` names the places writers recorded.
+        trajectories: TrajectoryLog folders or ``.jsonl`` files (default ``<data>/trajectories``).
+        memory: archive and Reflexion memory roots (default ``<data>/archive``,
+            ``<data>/reflections``).
+        exports: folders searched for exports (default ``runs``, ``<data>``); the dataset
+            folders registered models name, and recorded exports, are searched too.
         registries: model registries whose trained-on-it versions are marked
             (default ``runs/registry``).
-        audit_log: the JSONL audit log (``None``: none written).
+        stores: LangGraph stores holding memory (objects, or Postgres connection strings),
+            besides the ones recorded.
+        audit_log: the JSONL audit log (default ``<data>/audit/erasures.jsonl``; ``None``:
+            none written).
         actor: who asked (default: the OS user).
         embedder: the embedder of a memory collection built with a custom one.
         dry_run: count only; change nothing.
@@ -277,13 +305,14 @@ def forget_user(user_id: str, *, older_than: timedelta | datetime | str | None =
     if not isinstance(user_id, str) or not user_id.strip():
         raise ConfigError(f"user_id={user_id!r}: pass the id the user's runs were made with")
     selection = Selection(user_hash=hash_user_id(user_id, salt), before=_cutoff(older_than))
-    return _erase(selection, trajectories=trajectories, memory=memory, exports=exports,
-                  registries=registries, audit_log=audit_log, actor=actor, embedder=embedder,
-                  dry_run=dry_run)
+    return _erase(selection, data=data, trajectories=trajectories, memory=memory,
+                  exports=exports, registries=registries, stores=stores, audit_log=audit_log,
+                  actor=actor, embedder=embedder, dry_run=dry_run)
 
 
-def enforce_retention(older_than: timedelta | datetime | str, *, trajectories: Paths = None,
-                      memory: Paths = None, exports: Paths = None, registries: Paths = None,
+def enforce_retention(older_than: timedelta | datetime | str, *, data: PathArg | None = None,
+                      trajectories: Paths = None, memory: Paths = None, exports: Paths = None,
+                      registries: Paths = None, stores: Stores = None,
                       audit_log: PathArg | None = DEFAULT_AUDIT_LOG, actor: str | None = None,
                       embedder: TextEmbedder | None = None,
                       dry_run: bool = False) -> ForgetReport:
@@ -292,13 +321,13 @@ def enforce_retention(older_than: timedelta | datetime | str, *, trajectories: P
     before = _cutoff(older_than)
     if before is None:
         raise ConfigError("older_than=None: pass the retention age, e.g. '90d'")
-    return _erase(Selection(before=before), trajectories=trajectories, memory=memory,
-                  exports=exports, registries=registries, audit_log=audit_log, actor=actor,
-                  embedder=embedder, dry_run=dry_run)
+    return _erase(Selection(before=before), data=data, trajectories=trajectories, memory=memory,
+                  exports=exports, registries=registries, stores=stores, audit_log=audit_log,
+                  actor=actor, embedder=embedder, dry_run=dry_run)
 
 
-def withdraw_consent(user_id: str, *, trajectories: Paths = None, salt: str | None = None,
-                     audit_log: PathArg | None = DEFAULT_AUDIT_LOG,
+def withdraw_consent(user_id: str, *, data: PathArg | None = None, trajectories: Paths = None,
+                     salt: str | None = None, audit_log: PathArg | None = DEFAULT_AUDIT_LOG,
                      actor: str | None = None) -> int:
     """Record that a user withdrew consent beside every trajectory log; return how many logs.
 
@@ -308,11 +337,14 @@ def withdraw_consent(user_id: str, *, trajectories: Paths = None, salt: str | No
     """
     if not isinstance(user_id, str) or not user_id.strip():
         raise ConfigError(f"user_id={user_id!r}: pass the id the user's runs were made with")
-    files = trajectory_files(_paths(trajectories, DEFAULT_TRAJECTORIES, "trajectories"))
+    roots = _data(data)
+    files = trajectory_files(_paths(trajectories, [r / "trajectories" for r in roots],
+                                    "trajectories"))
     for folder in dict.fromkeys(f.parent for f in files):  # one consent log per folder
         TrajectoryLog(folder).record_consent(user_id, False, salt=salt)
-    if audit_log is not None and files:
-        _audit(Path(audit_log), ErasureAudit(
+    audit = _audit_path(audit_log, roots[0])
+    if audit is not None and files:
+        _audit(audit, ErasureAudit(
             action="withdraw_consent", actor=_actor(actor),
             subject=subject_digest(hash_user_id(user_id, salt)), counts={"logs": len(files)},
             stores={"trajectories": [str(f) for f in files]}))

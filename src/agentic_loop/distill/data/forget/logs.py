@@ -48,7 +48,7 @@ from agentic_loop.distill.data.forget.selection import Selection
 from agentic_loop.jsonl_log import JsonlLog, LogCorruptionWarning
 from agentic_loop.trajectories import TrajectoryLog
 
-__all__ = ["RunErasure", "erase_runs", "scrub_runs", "trajectory_files"]
+__all__ = ["RunErasure", "erase_lines", "erase_runs", "scrub_runs", "trajectory_files"]
 
 Record = dict[str, Any]
 
@@ -58,12 +58,17 @@ class RunErasure:
     """What was (or, in a dry run, would be) erased from the trajectory logs.
 
     ``ids`` are the erased runs (the stores derived from them follow);
-    ``known`` every run id the logs held before; ``earliest`` the time of
-    the oldest erased run (a model trained before it cannot hold them).
+    ``texts`` their task and final output (copies that name no run, such
+    as a task pool, are found by them; never written anywhere); ``known``
+    every run id the logs held before; ``earliest`` the time of the oldest
+    erased run (a model trained before it cannot hold them); ``per_file``
+    the records and lines removed from each log file.
     """
 
     files: list[Path] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
+    texts: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    per_file: dict[str, int] = field(default_factory=dict)
     known: set[str] = field(default_factory=set)
     earliest: datetime | None = None
     trajectories: int = 0
@@ -104,9 +109,9 @@ def _tail(path: Path, size: int) -> bytes:
         return fh.read()
 
 
-def _erase_lines(path: Path, drop: Callable[[Record], bool], drop_raw: Callable[[bytes], bool],
-                 *, dry_run: bool, edit: Callable[[Record], bool] | None = None,
-                 taken: set[str] | None = None) -> tuple[list[Record], list[Record], int]:
+def erase_lines(path: Path, drop: Callable[[Record], bool], drop_raw: Callable[[bytes], bool],
+                *, dry_run: bool, edit: Callable[[Record], bool] | None = None,
+                taken: set[str] | None = None) -> tuple[list[Record], list[Record], int]:
     """Rewrite one JSONL log without the records ``drop`` picks and the raw lines ``drop_raw``
     picks (``edit`` may change kept records in place, saying whether it did), then scrub its
     leftovers; return (removed, kept, leftover lines removed). The ids of removed records
@@ -148,12 +153,14 @@ def erase_runs(paths: Sequence[str | os.PathLike[str]], selection: Selection, *,
         def take_run(r: Record) -> bool:
             return selection.takes(r.get("user_id_hash"), parse_time(r.get("created_at")))
 
-        removed, kept, leftovers = _erase_lines(
+        removed, kept, leftovers = erase_lines(
             file, take_run, lambda raw: selection.takes_line(raw, result.ids, fallback),
             dry_run=dry_run, taken=result.ids)
         result.known |= {str(r.get("id")) for r in removed + kept}
+        result.texts.update({str(r.get("id")): _run_texts(r) for r in removed})
         result.trajectories += len(removed)
         result.leftover_lines += leftovers
+        _count(result, file, len(removed) + leftovers)
         times = [t for r in removed if (t := parse_time(r.get("created_at"))) is not None]
         if times:
             result.earliest = min([*times, *([result.earliest] if result.earliest else [])])
@@ -176,20 +183,30 @@ def _erase_side_logs(folder: Path, selection: Selection, result: RunErasure, *,
         return run not in result.known and when < before
 
     # a feedback line names its run, never its user: a user's lines are found by run id
-    removed, _, leftovers = _erase_lines(folder / TrajectoryLog.FEEDBACK_FILE, take_feedback,
-                                         lambda raw: selection.takes_line(raw, result.ids),
-                                         dry_run=dry_run)
+    removed, _, leftovers = erase_lines(folder / TrajectoryLog.FEEDBACK_FILE, take_feedback,
+                                        lambda raw: selection.takes_line(raw, result.ids),
+                                        dry_run=dry_run)
     result.feedback += len(removed)
     result.leftover_lines += leftovers
+    _count(result, folder / TrajectoryLog.FEEDBACK_FILE, len(removed) + leftovers)
     if selection.user_hash is None or selection.before is not None:
         return  # consent records hold no content: only forgetting a user removes them
     user = selection.user_hash
-    removed, _, leftovers = _erase_lines(
+    removed, _, leftovers = erase_lines(
         folder / TrajectoryLog.CONSENT_FILE, lambda r: r.get("user_id_hash") == user,
         lambda raw: selection.takes_line(raw, set()), dry_run=dry_run)
     result.consent += len(removed)
     result.leftover_lines += leftovers
+    _count(result, folder / TrajectoryLog.CONSENT_FILE, len(removed) + leftovers)
 
+
+def _count(result: RunErasure, file: Path, removed: int) -> None:
+    if removed:
+        result.per_file[str(file)] = result.per_file.get(str(file), 0) + removed
+
+
+def _run_texts(run: Record) -> tuple[str, ...]:
+    return tuple(t for t in (run.get("task"), run.get("final_output")) if isinstance(t, str))
 
 
 def scrub_runs(files: Sequence[Path], erased: Mapping[str, tuple[str, ...]], *,
@@ -205,6 +222,6 @@ def scrub_runs(files: Sequence[Path], erased: Mapping[str, tuple[str, ...]], *,
         return hit
 
     for file in files:
-        _erase_lines(file, lambda r: False, lambda raw: False, dry_run=dry_run,
-                     edit=edit if erased else None)
+        erase_lines(file, lambda r: False, lambda raw: False, dry_run=dry_run,
+                    edit=edit if erased else None)
     return changed

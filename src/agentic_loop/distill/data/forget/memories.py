@@ -72,9 +72,11 @@ class MemoryErasure:
     ``erased`` maps each erased record's id to its texts (task, output or
     reflection): other runs that were shown the record are scrubbed of them,
     and dataset rows holding them are dropped. Never written anywhere.
+    ``per_collection``: records and leftover lines removed per collection folder.
     """
 
     collections: list[Path] = field(default_factory=list)
+    per_collection: dict[str, int] = field(default_factory=dict)
     archive_entries: int = 0
     reflections: int = 0
     leftover_lines: int = 0
@@ -87,6 +89,8 @@ class MemoryErasure:
         self.reflections += other.reflections
         self.leftover_lines += other.leftover_lines
         self.erased.update(other.erased)
+        for folder, count in other.per_collection.items():
+            self.per_collection[folder] = self.per_collection.get(folder, 0) + count
 
     def counts(self) -> dict[str, int]:
         """Counts per kind, for the report and the audit."""
@@ -168,6 +172,7 @@ def _erase_collection(root: Path, namespace: tuple[str, ...], records: list[Any]
     else:
         result.reflections += count
     result.erased.update({r.id: _texts(r) for r in taken})
+    result.per_collection[str(folder)] = result.per_collection.get(str(folder), 0) + count
     # resolved before anything is erased, so a missing embedder stops a dry run (the plan) too
     opener = embedder_for(folder, embedder) if taken or stale else None
     if dry_run:
@@ -180,5 +185,6 @@ def _erase_collection(root: Path, namespace: tuple[str, ...], records: list[Any]
     log: JsonlLog[dict[str, Any]] = JsonlLog(entries, dict[str, Any])
     with log.locked():
         for extra in leftover_files(entries):
-            result.leftover_lines += scrub_lines(
-                extra, lambda line: selection.takes_line(line, ids, fallback))
+            lines = scrub_lines(extra, lambda line: selection.takes_line(line, ids, fallback))
+            result.leftover_lines += lines
+            result.per_collection[str(folder)] += lines

@@ -40,11 +40,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["ERASED", "MIN_COPY_CHARS", "names_long_text", "referenced_ids", "scrub_references"]
+__all__ = ["ERASED", "MIN_COPY_CHARS", "MIN_LOG_COPY_CHARS", "names_long_text", "referenced_ids",
+           "scrub_copies", "scrub_references"]
 
 ERASED = "[erased]"
 #: Shorter texts are replaced only inside the retrieved blocks, never in the run's own text.
 MIN_COPY_CHARS = 20
+
+#: In another user's log line (a shadow router's prompt), texts this long are replaced wherever
+#: they appear, shorter ones only where a whole string is one: such a line holds an erased text
+#: only because it was retrieved into the prompt, so a wider net costs a comparison log little.
+MIN_LOG_COPY_CHARS = 8
 
 _ID_KEYS = ("exemplar_ids", "reflection_ids")
 
@@ -104,6 +110,33 @@ def scrub_references(run: dict[str, Any], erased: Mapping[str, tuple[str, ...]])
         if key != "task":
             run[key] = _scrub(value, long_texts)
     return repr(run) != before
+
+
+def scrub_copies(record: dict[str, Any], texts: Iterable[str]) -> bool:
+    """Replace, in every string of ``record`` (in place), the erased ``texts`` it copies (see
+    :data:`MIN_LOG_COPY_CHARS`); return whether it changed.
+
+    >>> line = {"prompt": [{"content": "Tagline for Ann's bakery"}, {"content": "Ann bakes"}],
+    ...         "answer": "Bob's own answer"}
+    >>> scrub_copies(line, ["Tagline for Ann's bakery", "Ann bakes"]), line["prompt"]
+    (True, [{'content': '[erased]'}, {'content': '[erased]'}])
+    """
+    whole = {t for t in texts if t}
+    needles = {t for t in whole if len(t) >= MIN_LOG_COPY_CHARS}
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return ERASED if value in whole else _replace(value, needles)
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        return value
+
+    before = repr(record)
+    for key, value in list(record.items()):
+        record[key] = scrub(value)
+    return repr(record) != before
 
 
 def names_long_text(strings: Iterable[str], erased: Mapping[str, tuple[str, ...]]) -> bool:
