@@ -167,13 +167,13 @@ def record_unless_default(kind: Literal["trajectories", "memory"],
     """Record ``path`` in the data folder unless it lies where ``forget`` looks anyway
     (``<data>/trajectories``, ``<data>/archive``...: :data:`DEFAULT_FOLDERS`).
 
-    >>> import os, tempfile
-    >>> os.environ[DATA_ENV] = tempfile.mkdtemp()
-    >>> record_unless_default("trajectories", data_root() / "trajectories" / "x.jsonl", what="t")
-    False
-    >>> record_unless_default("memory", tempfile.mkdtemp(), what="archive")
-    True
-    >>> del os.environ[DATA_ENV]
+    >>> import tempfile
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {DATA_ENV: tempfile.mkdtemp()}):
+    ...     default = data_root() / "trajectories" / "x.jsonl"
+    ...     (record_unless_default("trajectories", default, what="trajectory log"),
+    ...      record_unless_default("memory", tempfile.mkdtemp(), what="archive"))
+    (False, True)
     """
     target = Path(path).expanduser().absolute()
     for root in dict.fromkeys((data_root(), Path("data"))):
