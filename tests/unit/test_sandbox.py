@@ -112,7 +112,9 @@ def test_an_object_that_equals_everything_does_not_pass() -> None:
             "    __hash__ = None\n"
             "def f(x):\n    return Anything()\n")
     result = run_python_tests(code, ["assert f(2) == 4", "assert 4 == f(2)", "assert f(1) != 1"])
-    assert [c.passed for c in result.cases] == [False, False, True]
+    assert [c.passed for c in result.cases] == [False, False, False]  # `!=` is refused too
+    assert all("NotPlainData: a solution object (Anything) was compared" in (c.error or "")
+               for c in result.cases), [c.error for c in result.cases]
 
 
 def test_the_solution_cannot_rebind_the_tests_builtins() -> None:

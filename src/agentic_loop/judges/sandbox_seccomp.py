@@ -2,10 +2,9 @@
 
 Why a filter of our own: the namespaces (see
 :mod:`~agentic_loop.judges.sandbox_isolation`) hide the host, but the kernel's
-whole system-call surface stays reachable, and inside a user namespace the
-sandbox runs as the *host's* root uid (bubblewrap maps the sandbox's uid onto
-the caller's), for which ``RLIMIT_NPROC`` does not bind. The filter refuses,
-with ``EPERM``, what tested code never needs:
+whole system-call surface stays reachable, and some of it holds memory that
+no rlimit counts. The filter refuses, with ``EPERM``, what tested code never
+needs:
 
 * **new processes and programs**: ``fork``, ``vfork``, ``clone`` without
   ``CLONE_THREAD`` (threads stay allowed), ``execve``, ``execveat``;
@@ -19,7 +18,15 @@ with ``EPERM``, what tested code never needs:
   ``perf_event_open``, ``userfaultfd``, ``io_uring_*`` (its requests bypass
   seccomp), keyrings, modules, ``kexec``, ``reboot``, swap, clocks, host
   names, ``open_by_handle_at``, ``iopl``/``ioperm``, ``personality``;
-* **network sockets**: ``socket`` with any family but ``AF_UNIX``.
+* **network sockets**: ``socket`` with any family but ``AF_UNIX``;
+* **memory no rlimit counts**: ``memfd_create`` and ``memfd_secret`` (a memfd
+  holds pages that no mount's size cap bounds), System V shared memory,
+  semaphores and message queues (a fresh IPC namespace allows gigabytes of
+  each), ``inotify`` (kernel memory per watch), and growing a kernel buffer
+  past its default: ``fcntl(F_SETPIPE_SZ)`` and ``setsockopt`` of
+  ``SO_SNDBUF``/``SO_RCVBUF`` (without this, 455 MiB sat in Unix socket
+  buffers under ``memory_mb=512``). ``/dev/shm`` stays, as a size-capped
+  tmpfs (see :mod:`~agentic_loop.judges.sandbox_bwrap`).
 
 The program is classic BPF for x86-64 only: on any other architecture
 :func:`seccomp_filter` returns ``None`` and the sandbox reports the
@@ -54,11 +61,14 @@ _JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET_K = 0x06  # BPF_RET | BPF_K
-_OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16  # struct seccomp_data (low half of args[0])
+_OFF_NR, _OFF_ARCH = 0, 4  # struct seccomp_data; then the low halves of args[0..2]:
+_OFF_ARG0, _OFF_ARG1, _OFF_ARG2 = 16, 24, 32
 
 _CLONE_THREAD = 0x00010000
 _CLONE_NEW_MASK = 0x7E020080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 _AF_UNIX = 1
+_F_SETPIPE_SZ = 1031
+_SOL_SOCKET, _SO_SNDBUF, _SO_RCVBUF = 1, 7, 8
 
 #: x86-64 numbers of the system calls refused outright (``EPERM``).
 DENIED_SYSCALLS_X86_64: dict[str, int] = {
@@ -77,8 +87,10 @@ DENIED_SYSCALLS_X86_64: dict[str, int] = {
     "iopl": 172, "ioperm": 173, "personality": 135, "uselib": 134, "vhangup": 153,
     "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
     "sethostname": 170, "setdomainname": 171, "mknod": 133, "mknodat": 259,
+    "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "semget": 64, "msgget": 68,
+    "inotify_init": 253, "inotify_init1": 294,
 }
-_CLONE, _CLONE3, _SOCKET = 56, 435, 41
+_CLONE, _CLONE3, _SOCKET, _FCNTL, _SETSOCKOPT = 56, 435, 41, 72, 54
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -117,6 +129,21 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
         _insn(_JSET_K, _CLONE_THREAD, 0, 1),
         _insn(_RET_K, _RET_ALLOW),
         _insn(_RET_K, eperm),
+        # fcntl: every command but F_SETPIPE_SZ
+        _insn(_JEQ_K, _FCNTL, 0, 4),
+        _insn(_LD_W_ABS, _OFF_ARG1),
+        _insn(_JEQ_K, _F_SETPIPE_SZ, 0, 1),
+        _insn(_RET_K, eperm),
+        _insn(_RET_K, _RET_ALLOW),
+        # setsockopt: not the buffer sizes
+        _insn(_JEQ_K, _SETSOCKOPT, 0, 7),
+        _insn(_LD_W_ABS, _OFF_ARG1),
+        _insn(_JEQ_K, _SOL_SOCKET, 0, 4),
+        _insn(_LD_W_ABS, _OFF_ARG2),
+        _insn(_JEQ_K, _SO_SNDBUF, 1, 0),
+        _insn(_JEQ_K, _SO_RCVBUF, 0, 1),
+        _insn(_RET_K, eperm),
+        _insn(_RET_K, _RET_ALLOW),
         # socket: AF_UNIX only
         _insn(_JEQ_K, _SOCKET, 0, 3),
         _insn(_LD_W_ABS, _OFF_ARG0),
