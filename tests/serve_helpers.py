@@ -107,19 +107,22 @@ def stand_in_python(folder: Path) -> Path:
 
 
 def model_dir(folder: Path, name: str = "m") -> Path:
-    """A folder that passes for a full model (a config.json)."""
+    """A folder that passes for a full model (a config.json), one model per name: the
+    registry refuses a second folder with the same content."""
     path = folder / name
     path.mkdir()
-    (path / "config.json").write_text("{}")
+    (path / "config.json").write_text(json.dumps({"name": name}))
     return path
 
 
 def adapter_dir(folder: Path, name: str, base: Path, rank: int = 8) -> Path:
-    """A folder that passes for a LoRA adapter on ``base``."""
+    """A folder that passes for a LoRA adapter on ``base`` (weights of its own: one adapter
+    per name)."""
     path = folder / name
     path.mkdir()
     config = {"base_model_name_or_path": str(base), "r": rank}
     (path / "adapter_config.json").write_text(json.dumps(config))
+    (path / "adapter_model.safetensors").write_bytes(f"stand-in weights of {name}".encode())
     return path
 
 

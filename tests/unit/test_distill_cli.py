@@ -86,7 +86,7 @@ def test_register_promote_rollback_and_list(tmp_path: Path) -> None:
     reg = str(tmp_path / "reg")
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "config.json").write_text(f'{{"name": "{name}"}}')
         registered = runner.invoke(app, ["register", str(tmp_path / name), "--registry", reg])
         assert registered.exit_code == 0
     promoted = runner.invoke(app, ["promote", "v1", "--registry", reg])

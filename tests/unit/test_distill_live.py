@@ -65,10 +65,11 @@ def test_no_server_and_a_dead_pid(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     write_serving(reg.root, ServingState(name="reg", url="http://127.0.0.1:9/v1", port=9,
-                                         pid=int(dead.stdout), version="v1", path="/x",
-                                         mode="model"))
-    assert sync_served(reg) == ("no server running (removed the stale serving.json of pid "
-                                f"{dead.stdout.strip()})")
+                                         pid=int(dead.stdout), token="t", version="v1",
+                                         path="/x", mode="model"))
+    assert sync_served(reg) == (
+        f"no server running (removed the stale serving.json: its serve process, pid "
+        f"{dead.stdout.strip()}, has exited); start one with `agentic-loop serve`")
     assert read_serving(reg.root) is None
 
 
@@ -79,7 +80,7 @@ def test_serving_json_records_the_stable_name_and_goes_on_exit(tmp_path: Path,
     reg.promote("v1")
     with _serve(reg, python) as server:
         state = read_serving(reg.root)
-        assert state is not None and state.pid == os.getpid()
+        assert state is not None and state.pid == os.getpid() and state.token == server.token
         assert (state.name, state.version, state.mode, state.state, state.follow) == (
             "agent", "v1", "model", "ready", True)
         assert state.url == server.base_url and str(state.port) in state.url

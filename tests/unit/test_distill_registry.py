@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ def _model(root: Path, name: str, *, card: bool = False, adapter: bool = False) 
         (path / "adapter_config.json").write_text(json.dumps(config))
     else:
         (path / "config.json").write_text("{}")
-    (path / "model.safetensors").write_bytes(b"weights")
+    (path / "model.safetensors").write_bytes(f"weights of {name}".encode())
     if card:
         write_card(path, ModelCard(name=name, base_model="local", method="sft",
                                    data=DataRef(dir="d", manifest_sha256="abc", sft_rows=5)))
@@ -97,7 +98,7 @@ def test_register_copy_survives_the_source_folder(tmp_path: Path) -> None:
     entry = reg.register(source, copy=True)
     copied = Path(entry.path)
     assert copied == tmp_path / "reg" / "models" / "v1"
-    assert (copied / "model.safetensors").read_bytes() == b"weights"
+    assert (copied / "model.safetensors").read_bytes() == b"weights of a"
     assert not (copied / "checkpoints").exists()
     (source / "model.safetensors").unlink()
     assert reg.promote("v1").version == "v1"
@@ -156,9 +157,9 @@ def test_a_corrupt_index_is_reported_and_left_untouched(tmp_path: Path) -> None:
                        match=r"index.json is corrupt .*nothing was changed.*cp .*index.json.bak"):
         reg.promote("v1")
     assert index.read_text() == '{"versions": [ {"version": "v1"'
-    # the backup is the index before the last update and restores a working registry
+    # the backup is the index before the last update; the audit log adds that update back
     (tmp_path / "reg" / "index.json.bak").replace(index)
-    assert [v.version for v in reg.versions()] == ["v1"]
+    assert [v.version for v in reg.versions()] == ["v1", "v2"]
 
 
 def test_a_deleted_index_is_rebuilt_from_the_audit_log(tmp_path: Path) -> None:
@@ -237,7 +238,7 @@ def test_a_registry_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
 def _register_many(args: tuple[str, str, int]) -> list[str]:
     root, model, count = args
     reg = Registry(root)
-    return [reg.register(model).version for _ in range(count)]
+    return [reg.register(model, force=True).version for _ in range(count)]
 
 
 def test_concurrent_processes_get_distinct_versions(tmp_path: Path) -> None:
@@ -249,3 +250,70 @@ def test_concurrent_processes_get_distinct_versions(tmp_path: Path) -> None:
     assert len(set(versions)) == 10
     assert sorted(v.version for v in Registry(tmp_path / "reg").versions()) == versions
     assert len(Registry(tmp_path / "reg").history()) == 10
+
+
+def test_the_same_model_twice_is_refused_by_content(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    first = reg.register(_model(tmp_path, "a", card=True))
+    again = tmp_path / "elsewhere"
+    shutil.copytree(tmp_path / "a", again)  # the same weights in another folder
+    (again / "model_card.yaml").write_text((again / "model_card.yaml").read_text()
+                                           + "# an evaluation appended later\n")
+    with pytest.raises(RegistryError, match=r"the model in .*elsewhere is already registered in "
+                                            r".* as v1 \(.*same weights and config, sha256 "
+                                            r"[0-9a-f]{12}\); promote v1 .*--force"):
+        reg.register(again)
+    assert [e.action for e in reg.history()] == ["register"]  # nothing was written
+    assert reg.registered(again) == first and reg.registered(tmp_path / "a") == first
+    (again / "model.safetensors").write_bytes(b"retrained")
+    assert reg.registered(again) is None
+    assert reg.register(again).version == "v2"
+    assert reg.register(tmp_path / "a", force=True).version == "v3"  # asked for by name
+
+
+def test_versions_registered_before_digests_are_matched_by_folder_or_content(
+        tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "reg")
+    reg.register(_model(tmp_path, "a"))
+    reg.register(_model(tmp_path, "b"))
+    index = json.loads(reg.index_path.read_text())
+    for version in index["versions"]:  # what an older agentic-loop wrote
+        del version["content_sha256"]
+    reg.index_path.write_text(json.dumps(index))
+    with pytest.raises(RegistryError, match="already registered .* as v1"):
+        reg.register(tmp_path / "a")  # the same folder
+    shutil.copytree(tmp_path / "b", tmp_path / "b-copy")
+    with pytest.raises(RegistryError, match="already registered .* as v2"):
+        reg.register(tmp_path / "b-copy")  # the same content elsewhere: read and compared
+    assert reg.register(_model(tmp_path, "c")).version == "v3"
+
+
+def test_the_cli_refuses_a_second_registration_in_one_line_and_force_adds_it(
+        tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from agentic_loop.cli import app
+
+    model, reg = _model(tmp_path, "a"), str(tmp_path / "reg")
+    runner = CliRunner()
+    assert runner.invoke(app, ["register", str(model), "--registry", reg]).exit_code == 0
+    refused = runner.invoke(app, ["register", str(model), "--registry", reg])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert "already registered" in " ".join(refused.stderr.split())
+    forced = runner.invoke(app, ["register", str(model), "--registry", reg, "--force"])
+    assert forced.exit_code == 0 and "registered v2" in forced.output
+
+
+def test_a_change_whose_index_write_was_lost_is_applied_on_read(tmp_path: Path) -> None:
+    """The audit line is written first: an index that missed it (a kill) is caught up."""
+    reg = Registry(tmp_path / "reg")
+    for n in "ab":
+        reg.register(_model(tmp_path, n))
+    reg.promote("v1")
+    before = reg.index_path.read_bytes()
+    reg.promote("v2")
+    reg.index_path.write_bytes(before)  # as if killed between the audit line and the index
+    assert reg.current.version == "v2" and reg.previous == ["v1"]
+    assert reg.rollback().version == "v1"  # and the next change starts from the caught-up state
+    on_disk = json.loads(reg.index_path.read_text())
+    assert (on_disk["current"], on_disk["previous"], on_disk["seq"]) == ("v1", [], 5)

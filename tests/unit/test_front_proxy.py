@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from agentic_loop.distill.release.front import FrontProxy
+from agentic_loop.distill.release.front import IDENTITY_PATH, FrontProxy
 from agentic_loop.distill.release.serve import free_port
 
 
@@ -86,7 +86,8 @@ def test_a_client_that_hangs_up_mid_stream_is_no_longer_counted(
         front: FrontProxy, backends: tuple[str, str]) -> None:
     front.route_to(backends[0])
     with httpx.stream("GET", f"{front.url}/endless", timeout=10) as answer:
-        next(answer.iter_lines())
+        lines = answer.iter_lines()  # kept: a dropped line iterator closes the connection
+        next(lines)
         assert front.in_flight(backends[0]) == 1  # the backend writes on for 30 s
     assert front.drain(backends[0], timeout=10)  # so only the hang-up can have ended it
 
@@ -132,3 +133,13 @@ def test_a_taken_port_is_a_clear_error(front: FrontProxy) -> None:
 
     with pytest.raises(ServeError, match=r"could not listen on .*is the port taken"):
         FrontProxy("127.0.0.1", front.port).start()
+
+
+def test_the_identity_route_answers_while_requests_are_held() -> None:
+    """A restart in place holds requests; the identity check must not wait behind them."""
+    with FrontProxy("127.0.0.1", free_port("127.0.0.1"), hold_s=30.0,
+                    identity=lambda: {"token": "t", "version": "v2"}) as front:
+        started = time.perf_counter()
+        answer = httpx.get(f"{front.url}{IDENTITY_PATH}", timeout=5)
+        assert answer.json() == {"token": "t", "version": "v2"}
+        assert time.perf_counter() - started < 5  # not held for hold_s

@@ -64,6 +64,7 @@ class FakeModels:
             raise KeyboardInterrupt("killed mid-round")
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_bytes(f"weights trained into {out}".encode())
         card = ModelCard(name=out.name, base_model=kwargs["base"], method=kwargs["method"],
                          data=DataRef(dir=str(data), manifest_sha256="fake"))
         write_card(out, card)
@@ -264,3 +265,56 @@ def test_grpo_rounds_train_on_the_pools_prompt_set_without_hints(tmp_path: Path)
     assert [t.task for t in prompts.tasks] == [t.task for t in POOL]
     assert result.reports[0]["hint"] == {"retried": 0, "accepted": 0}
     assert not (tmp_path / "work" / "round-001" / "hinted").exists()
+
+
+def test_a_deleted_round_state_does_not_register_the_round_twice(tmp_path: Path) -> None:
+    models = FakeModels(base="weak", trained=["good"])
+    first = _run(tmp_path, models)
+    assert first.versions == ["v1"]
+    (tmp_path / "work" / "round-001" / "state.json").unlink()
+    again = _run(tmp_path, models)  # the round runs again from its first stage
+    assert len(models.train_calls) == 2 and again.versions == ["v1"]
+    reg = Registry(tmp_path / "reg")
+    assert [v.version for v in reg.versions()] == ["v1"]
+    assert [e.action for e in reg.history()].count("register") == 1
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('["grow"]', "is not a JSON object"),
+    ('{"round": 1, "stages": ["grow"]}', r"stages: Input should be a valid dictionary"),
+    ('{"round": 1, "stages": {"grow": 8}}', r"stages.grow: Input should be a valid dictionary"),
+    ('{"round": 1, "stages": {"train": {"result": {"model_dir": "m"}, "seconds": 1}}}',
+     r"stages.train.result: spec, steps, loss missing"),
+    ('{"round": 1, "stages": {"polish": {"result": {}, "seconds": 1}}}', "not a stage"),
+    ('{"round": 2, "stages": {}}', "it says 2, but it is round 1's folder"),
+    ('{"round": 1, "stages": {}, "threshold": "high"}', "threshold: Input should be a valid"),
+])
+def test_a_round_state_of_the_wrong_shape_is_a_clear_error(tmp_path: Path, text: str,
+                                                           problem: str) -> None:
+    from agentic_loop.distill.release.improve_state import ImproveStateError
+
+    state = tmp_path / "work" / "round-001" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(text)
+    with pytest.raises(ImproveStateError, match=rf"round state {state}.*{problem}.*delete it"):
+        _run(tmp_path, FakeModels())
+    assert not (tmp_path / "reg").exists()  # refused before any stage ran
+
+
+def test_the_cli_reports_a_wrong_shaped_round_state_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from agentic_loop.cli import app
+
+    for name, tasks in (("p", POOL), ("g", GOLDEN)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            json.dumps({"task": t.task, "constraints": t.constraints}) + "\n" for t in tasks))
+    state = tmp_path / "w" / "round-001" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text('{"round": 1, "stages": {"grow": []}}')
+    result = CliRunner().invoke(app, ["improve", "--tasks", str(tmp_path / "p.jsonl"),
+                                      "--golden", str(tmp_path / "g.jsonl"),
+                                      "--work", str(tmp_path / "w"),
+                                      "--registry", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "does not have the shape improve writes" in " ".join(result.stderr.split())

@@ -25,7 +25,7 @@ def registry(tmp_path: Path) -> Registry:
     reg = Registry(tmp_path / "registry")
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "config.json").write_text("{}")
+        (tmp_path / folder / "config.json").write_text(f'{{"name": "{folder}"}}')  # one model each
         reg.register(tmp_path / folder, name="tagline")
     reg.promote("v1")
     reg.promote("v2", reason="gate PROMOTE")
@@ -120,7 +120,7 @@ def test_runs_are_attributed_by_round_model_and_by_served_name_over_time(tmp_pat
     reg = Registry(tmp_path / "registry")
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "config.json").write_text("{}")
+        (tmp_path / folder / "config.json").write_text(f'{{"name": "{folder}"}}')
         reg.register(tmp_path / folder, name="tagline")
     reg.promote("v1")
     time.sleep(1.1)  # audit stamps have whole seconds

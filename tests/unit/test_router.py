@@ -244,7 +244,7 @@ def test_from_registry_routes_current_against_the_candidate(tmp_path: Path):
     reg = Registry(tmp_path / "registry")
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "config.json").write_text(f'{{"name": "{name}"}}')
         reg.register(tmp_path / name, name="tagline")
     reg.promote("v1")
     router = Router.from_registry(

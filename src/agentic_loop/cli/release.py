@@ -158,6 +158,9 @@ def register_command(
         "--notes", help="Free text kept with it.")] = None,
     copy: Annotated[bool, typer.Option(
         "--copy", help="Copy the weights into the registry.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Register it even if the same model (same weights and config) is "
+                        "registered already.")] = False,
 ) -> None:
     """Add a model folder to the registry as its next version (not served until promoted).
 
@@ -165,7 +168,8 @@ def register_command(
 
         agentic-loop register runs/m1 --registry runs/registry
     """
-    entry = open_registry(registry).register(model_dir, name=name, notes=notes, copy=copy)
+    entry = open_registry(registry).register(model_dir, name=name, notes=notes, copy=copy,
+                                             force=force)
     console.print(f"registered {entry.version} ({escape(entry.path)}); promote it with "
                   f"`agentic-loop promote {entry.version}`", highlight=False, soft_wrap=True)
 

@@ -19,6 +19,13 @@ Every path and method is forwarded as it is (``/v1/chat/completions``,
 chunk, so server-sent events arrive as vLLM writes them. A backend that
 cannot be reached gives a 502 whose body says which one and why.
 
+One path is the front's own: ``GET /agentic-loop/identity`` (``IDENTITY_PATH``)
+answers what the ``identity`` callable returns (the serve process's token and
+the version it serves), whatever the backend is doing, even while requests
+are held. Other processes check ``serving.json`` against it
+(:func:`~agentic_loop.distill.release.live.check_server`): a pid can be
+reused, a token drawn at start cannot.
+
 Example (a backend that is not there):
     >>> from agentic_loop.distill.release.serve import free_port
     >>> import httpx
@@ -28,6 +35,9 @@ Example (a backend that is not there):
     ...     gone = httpx.get(f"{front.url}/v1/models")
     >>> held.status_code, gone.status_code, "127.0.0.1:9" in gone.json()["error"]["message"]
     (503, 502, True)
+    >>> with FrontProxy("127.0.0.1", free_port("127.0.0.1"), identity=lambda: {"token": "t"}) as f:
+    ...     httpx.get(f"{f.url}{IDENTITY_PATH}").json()
+    {'token': 't'}
 """
 
 from __future__ import annotations
@@ -36,13 +46,16 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Self
 
 from agentic_loop.distill.release.serve import ServeError
 
-__all__ = ["FrontProxy"]
+__all__ = ["IDENTITY_PATH", "FrontProxy"]
+
+#: The front's own route: who serves here (see the module doc).
+IDENTITY_PATH = "/agentic-loop/identity"
 
 #: Headers that describe one hop of a connection, not the message: never forwarded.
 _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
@@ -58,12 +71,15 @@ class FrontProxy:
     """An HTTP proxy on ``host:port`` that forwards every request to the backend set now.
 
     ``hold_s``: how long a request waits while no backend is set before it
-    gets a 503. Start it with :meth:`start` (or ``with``); it runs in a
+    gets a 503. ``identity``: what ``GET IDENTITY_PATH`` answers (a 404
+    without it). Start it with :meth:`start` (or ``with``); it runs in a
     daemon thread of this process.
     """
 
-    def __init__(self, host: str, port: int, *, hold_s: float = 300.0) -> None:
+    def __init__(self, host: str, port: int, *, hold_s: float = 300.0,
+                 identity: Callable[[], dict[str, Any]] | None = None) -> None:
         self.host, self.port, self.hold_s = host, port, hold_s
+        self._identity = identity
         self.url = f"http://{host}:{port}"
         self._backend: str | None = None
         self._in_flight: Counter[str] = Counter()
@@ -208,6 +224,12 @@ class FrontProxy:
             return StreamingResponse(body(), status_code=answer.status_code,
                                      headers=dict(_forwarded(answer.headers)))
 
+        async def identity(request: Request) -> Response:
+            if self._identity is None:
+                return error(404, f"{self.url} serves no identity (not a registry's server)")
+            return JSONResponse(self._identity())
+
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
-        return Starlette(routes=[Route("/{path:path}", forward, methods=methods)],
+        return Starlette(routes=[Route(IDENTITY_PATH, identity, methods=["GET"]),
+                                 Route("/{path:path}", forward, methods=methods)],
                          lifespan=lifespan)

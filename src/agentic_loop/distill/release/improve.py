@@ -48,7 +48,12 @@ from typing import Any, Protocol
 
 from agentic_loop.distill.release.gate import Decision
 from agentic_loop.distill.release.improve_report import plot_curve
-from agentic_loop.distill.release.improve_round import RoundRunner, round_report, sync_live
+from agentic_loop.distill.release.improve_round import (
+    RESULT_KEYS,
+    RoundRunner,
+    round_report,
+    sync_live,
+)
 from agentic_loop.distill.release.improve_settings import ImproveSettings
 from agentic_loop.distill.release.improve_state import RoundState, Watermark, write_json
 from agentic_loop.errors import ConfigError
@@ -163,9 +168,10 @@ def _claim(work: Path, settings: ImproveSettings, source: str) -> str:
         import json
 
         try:
-            previous = json.loads(path.read_text(encoding="utf-8")).get("fingerprint")
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            previous = None
+            data = None
+        previous = data.get("fingerprint") if isinstance(data, dict) else None
         if previous not in (None, fingerprint):
             raise ConfigError(
                 f"the work folder {work} holds an improve run with other settings or tasks "
@@ -232,7 +238,7 @@ def improve(
     number = 0
     while stopped is None:
         number += 1
-        state = RoundState.open(work, number)
+        state = RoundState.open(work, number, required=RESULT_KEYS)
         if not state.started:
             pool, extra = file_pool, {}
             if pool is None:

@@ -39,7 +39,18 @@ from agentic_loop.distill.release.improve_state import STAGES, RoundState, write
 from agentic_loop.tasks import TaskSpec, load_tasks
 from agentic_loop.trajectories import TrajectoryLog
 
-__all__ = ["RoundRunner", "round_report", "sync_live"]
+__all__ = ["RESULT_KEYS", "RoundRunner", "round_report", "sync_live"]
+
+#: What each stage's result holds that later stages and :func:`round_report` read back:
+#: a ``state.json`` without it is refused when the round is opened, not met as a KeyError.
+RESULT_KEYS: dict[str, tuple[str, ...]] = {
+    "grow": ("passed", "samples", "tasks", "tasks_solved", "temperatures"),
+    "hint": ("retried", "accepted"),
+    "data": ("sft_rows", "pairs"),
+    "train": ("model_dir", "spec", "steps", "loss"),
+    "gate": ("decision", "reasons", "golden", "card_entry"),
+    "register": ("version", "promoted"),
+}
 
 
 class RoundRunner:

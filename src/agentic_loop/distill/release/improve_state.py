@@ -9,6 +9,11 @@ skips the finished stages and redoes the first unfinished one from scratch
 (training resumes from its own checkpoints). The file is replaced atomically
 after each stage, so it always describes finished work only.
 
+A ``state.json`` of the wrong shape (a stage that is not a mapping, a
+result without what the next stage reads back, a round number that is not
+this folder's) is refused on open with an :class:`ImproveStateError` naming
+the file, the first problem and the fix, before any stage trusts it.
+
 The watermark is what a pool read from trajectory logs has used: the
 creation time of the newest trajectory taken, and the ids taken at exactly
 that time. A round takes only trajectories past it, so no round re-reads
@@ -24,17 +29,24 @@ Example:
     >>> again = RoundState.open(work, 1)
     >>> again.done("grow"), again.result("grow")["samples"], again.seconds()
     (True, 8, {'grow': 1.5})
+    >>> _ = state.path.write_text('{"round": 1, "stages": {"grow": 8}}')
+    >>> RoundState.open(work, 1)                          # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop...ImproveStateError: the round state .../state.json does not have the shape ...
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.errors import ConfigError, StorageError
@@ -71,6 +83,47 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+class _StageRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    result: dict[str, Any]
+    seconds: float
+
+
+class _RoundFile(BaseModel):
+    """The fields of ``state.json`` the round reads (others, e.g. ``pool_tasks``, pass)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    round: int
+    stages: dict[str, _StageRecord]
+    model: str | None = None
+    threshold: float | None = None
+    version: str | None = None
+    ended: str | None = None
+    watermark: dict[str, Any] | None = None
+
+
+def _shape_problem(data: dict[str, Any], number: int,
+                   required: Mapping[str, Sequence[str]]) -> str | None:
+    """The first way ``data`` differs from what improve writes for round ``number``, or None."""
+    try:
+        parsed = _RoundFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the file"
+        return f"{where}: {first['msg']}"
+    if parsed.round != number:
+        return f"round: it says {parsed.round}, but it is round {number}'s folder"
+    for stage, record in parsed.stages.items():
+        if stage not in STAGES:
+            return f"stages.{stage}: not a stage (the stages are {', '.join(STAGES)})"
+        missing = [k for k in required.get(stage, ()) if k not in record.result]
+        if missing:
+            return f"stages.{stage}.result: {', '.join(missing)} missing"
+    return None
+
+
 @dataclass
 class RoundState:
     """One round's folder and its ``state.json``: what it started from and what it finished."""
@@ -80,8 +133,13 @@ class RoundState:
     data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, work_dir: str | os.PathLike[str], number: int) -> RoundState:
-        """The round's state (empty for a round not started yet); the folder is made on write."""
+    def open(cls, work_dir: str | os.PathLike[str], number: int, *,
+             required: Mapping[str, Sequence[str]] | None = None) -> RoundState:
+        """The round's state (empty for a round not started yet); the folder is made on write.
+
+        ``required``: the keys each finished stage's result must hold (what the
+        caller reads back); a file without them is refused like a malformed one.
+        """
         if number < 1:
             raise ConfigError(f"round numbers start at 1, got {number}")
         folder = Path(work_dir).expanduser() / f"round-{number:03d}"
@@ -89,6 +147,13 @@ class RoundState:
         data = _read_json(path, "round state") if path.is_file() else {}
         data.setdefault("round", number)
         data.setdefault("stages", {})
+        problem = _shape_problem(data, number, required or {})
+        if problem is not None:
+            raise ImproveStateError(
+                f"the round state {path} does not have the shape improve writes ({problem}); "
+                f"delete it to redo round {number} from its first stage (a model the round "
+                "registered is recognised by its weights and not registered again), or restore "
+                "it from a backup")
         return cls(folder, number, data)
 
     @property
@@ -157,7 +222,12 @@ class Watermark:
         except (TypeError, ValueError):
             raise ImproveStateError(f"the watermark {path} holds no valid time ({data.get('at')!r}"
                                     "); delete it to read every trajectory again") from None
-        return cls(at, frozenset(str(i) for i in data.get("ids", [])))
+        ids = data.get("ids", [])
+        if not isinstance(ids, list):
+            raise ImproveStateError(f"the watermark {path} holds ids that are not a list "
+                                    f"({type(ids).__name__}); delete it to read every trajectory "
+                                    "again")
+        return cls(at, frozenset(str(i) for i in ids))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the watermark file and the round's state)."""

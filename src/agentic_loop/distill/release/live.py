@@ -5,8 +5,17 @@ clients must not have to learn a new model name or restart after each one.
 So a registry is served under one **stable name** (``--name``, by default the
 registry folder's name), and the serving process records where it serves in
 ``<registry>/serving.json`` (:class:`ServingState`: url, port, name, the
-serve process's pid, the version served, the mode; written atomically,
-removed on a clean exit).
+serve process's pid, a random **token** drawn at each server start, the
+version served, the mode; written atomically, removed on a clean exit).
+
+**The record is checked, never trusted.** A pid alone proves nothing (a
+crashed server's pid is handed to another process), so :func:`check_server`
+asks the front proxy at ``url`` for its identity (``GET
+/agentic-loop/identity``, which the serve process answers with its token and
+the version it serves). A dead pid, nothing listening, or an answer without
+the token makes the record **stale**: it is removed (:func:`checked_server`)
+and reported, never used; a server that does not answer in time is
+**unknown**: reported, and left alone.
 
 :func:`sync_served` makes a live server serve ``current``:
 
@@ -21,9 +30,10 @@ removed on a clean exit).
   request fails). Only the serve process owns its vLLM, so it does that
   itself: its watcher
   (:mod:`~agentic_loop.distill.release.serve_watch`) follows ``current``
-  every ``poll_s`` seconds; here the answer is ``"restarting on v3 ..."``.
-* no ``serving.json``, or its pid is dead (a crash): ``"no server running"``
-  (a stale file is removed).
+  every ``poll_s`` seconds; here the answer is ``"restarting on v3 ..."``
+  (said only of a server that answered with its token).
+* no ``serving.json``: ``"no server running"``; a stale one is removed and
+  the answer says why.
 
 Example:
     >>> import tempfile, pathlib
@@ -31,11 +41,13 @@ Example:
     >>> sync_served(root)
     'no server running'
     >>> state = ServingState(name="agent", url="http://127.0.0.1:9/v1", port=9, pid=2**22 + 7,
-    ...                      version="v1", path="/m/v1", mode="model")
+    ...                      token="t0", version="v1", path="/m/v1", mode="model")
     >>> write_serving(root, state); read_serving(root).name
     'agent'
-    >>> sync_served(root)    # that pid is not running: the file is stale
-    'no server running (removed the stale serving.json of pid 4194311)'
+    >>> # that pid is not running: the record is stale, removed, and said to be
+    >>> print(sync_served(root))  # doctest: +NORMALIZE_WHITESPACE
+    no server running (removed the stale serving.json: its serve process, pid 4194311,
+    has exited); start one with `agentic-loop serve`
     >>> read_serving(root) is None, stable_name(root)
     (True, 'registry')
 """
@@ -44,6 +56,8 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,17 +66,21 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_stamp
-from agentic_loop.distill.release.registry import INDEX_FILE, ModelVersion, Registry
+from agentic_loop.distill.release.front import IDENTITY_PATH
+from agentic_loop.distill.release.registry import ModelVersion, Registry
+from agentic_loop.distill.release.registry_audit import AUDIT_FILE, INDEX_FILE
 from agentic_loop.distill.release.serve import ServeError, lora_call, lora_rank
 from agentic_loop.models.model_dirs import resolve_model_dir
 
-__all__ = ["SERVING_FILE", "ServingState", "clear_serving", "index_signature", "is_alive",
-           "live_server",
+__all__ = ["SERVING_FILE", "ServerCheck", "ServingState", "Signature", "StaleServingWarning",
+           "check_server", "checked_server", "clear_serving", "index_signature", "live_server",
            "needs_restart", "read_serving", "serving_lock", "short_error", "stable_name",
            "state_for", "swap_adapter", "sync_served", "write_serving"]
 
 SERVING_FILE = "serving.json"
 LOCK_FILE = ".serving.lock"
+#: :func:`index_signature`: (mtime_ns, inode, size) of ``index.json``, then of ``audit.jsonl``
+Signature = tuple[int, ...]
 
 
 class ServingState(BaseModel):
@@ -72,6 +90,7 @@ class ServingState(BaseModel):
     url: str  #: the OpenAI-compatible base URL (ends in /v1)
     port: int
     pid: int  #: the serve process (it owns vLLM and follows ``current``)
+    token: str  #: drawn at each server start; its front answers it at ``IDENTITY_PATH``
     hostname: str = Field(default_factory=socket.gethostname)
     version: str | None  #: the registry version being served
     path: str  #: its model or adapter directory
@@ -117,10 +136,10 @@ def write_serving(registry: Registry | str | os.PathLike[str], state: ServingSta
     atomic_write_bytes(root / SERVING_FILE, (payload + "\n").encode())
 
 
-def clear_serving(registry: Registry | str | os.PathLike[str], pid: int) -> bool:
-    """Remove ``serving.json`` if process ``pid`` wrote it; True when removed."""
+def clear_serving(registry: Registry | str | os.PathLike[str], token: str) -> bool:
+    """Remove ``serving.json`` if the server with ``token`` wrote it; True when removed."""
     state = read_serving(registry)
-    if state is None or state.pid != pid:
+    if state is None or state.token != token:
         return False
     (_root(registry) / SERVING_FILE).unlink(missing_ok=True)
     return True
@@ -133,17 +152,29 @@ def serving_lock(registry: Registry | str | os.PathLike[str], timeout: float = 3
     return FileLock(str(root / LOCK_FILE), timeout=timeout)
 
 
-def is_alive(state: ServingState) -> bool:
-    """Whether the recorded serve process still runs (on another host: whether it answers)."""
-    if state.hostname != socket.gethostname():
-        import httpx
+class StaleServingWarning(UserWarning):
+    """A ``serving.json`` whose server did not answer with its token was removed."""
 
-        try:
-            return httpx.get(f"{state.url}/models", timeout=3.0).status_code < 500
-        except httpx.HTTPError:
-            return False
+
+@dataclass(frozen=True)
+class ServerCheck:
+    """What asking a recorded server for its identity found.
+
+    ``verdict``: ``ok`` (it answered with the record's token), ``stale`` (it
+    cannot be that server: ``reason`` says why) or ``unknown`` (no answer in time).
+    """
+
+    state: ServingState
+    verdict: Literal["ok", "stale", "unknown"]
+    reason: str = ""
+    version: str | None = None  #: the version the server says it serves (``ok`` only)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # kill(0) and kill(-1) reach a whole group: never a serve process's pid
+        return False
     try:
-        os.kill(state.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, another user's
@@ -151,10 +182,88 @@ def is_alive(state: ServingState) -> bool:
     return True
 
 
-def live_server(registry: Registry | str | os.PathLike[str]) -> ServingState | None:
-    """The recorded server when its process is alive, else None (nothing is removed)."""
-    state = read_serving(registry)
-    return state if state is not None and is_alive(state) else None
+def check_server(state: ServingState, timeout: float = 5.0) -> ServerCheck:
+    """Ask the server ``state`` records who it is (see the module doc); no file is changed."""
+    import httpx
+
+    local = state.hostname == socket.gethostname()
+    if local and not _pid_alive(state.pid):
+        return ServerCheck(state, "stale", f"its serve process, pid {state.pid}, has exited")
+    url = state.url.rstrip("/").removesuffix("/v1") + IDENTITY_PATH
+    reused = f"; pid {state.pid} is alive, so it now belongs to another process" if local else ""
+    try:
+        answer = httpx.get(url, timeout=timeout)
+    except httpx.TimeoutException:
+        return ServerCheck(state, "unknown", f"{url} did not answer within {timeout:g} s")
+    except httpx.HTTPError as exc:
+        return ServerCheck(state, "stale", f"nothing answers at {url} "
+                                           f"({type(exc).__name__}){reused}")
+    try:
+        identity = answer.json()
+    except ValueError:
+        identity = None
+    if not isinstance(identity, dict) or identity.get("token") != state.token:
+        return ServerCheck(state, "stale", f"{url} answers (HTTP {answer.status_code}) but not "
+                                           f"with the token of the server that wrote "
+                                           f"{SERVING_FILE}: another server has the port{reused}")
+    version = identity.get("version")
+    return ServerCheck(state, "ok", version=str(version) if version is not None else None)
+
+
+def _remove_if_unchanged(root: Path, state: ServingState) -> None:
+    current = read_serving(root)
+    if current is not None and current.token == state.token:
+        (root / SERVING_FILE).unlink(missing_ok=True)
+
+
+def checked_server(registry: Registry | str | os.PathLike[str],
+                   timeout: float = 5.0) -> ServerCheck | None:
+    """The recorded server, checked (:func:`check_server`); None when nothing is recorded.
+
+    A stale record is removed (under the serving lock, and only if no new
+    server replaced it meanwhile); the check it returns says why.
+    """
+    root = _root(registry)
+    state = read_serving(root)
+    if state is None:
+        return None
+    check = check_server(state, timeout)
+    if check.verdict == "stale":
+        try:
+            with serving_lock(root, timeout=10.0):
+                _remove_if_unchanged(root, state)
+        except Timeout:  # a server is being started or changed: it rewrites the record
+            pass
+    return check
+
+
+def live_server(registry: Registry | str | os.PathLike[str],
+                timeout: float = 5.0) -> ServingState | None:
+    """The recorded server when it answers with its token, else None (a stale record is removed
+    with a :class:`StaleServingWarning`).
+
+    Raises :class:`ServeError` when it does not answer in time: neither
+    trusted nor replaced, it needs a person to look.
+    """
+    check = checked_server(registry, timeout)
+    if check is None:
+        return None
+    if check.verdict == "unknown":
+        raise ServeError(_unknown_message(check))
+    if check.verdict == "stale":
+        warnings.warn(f"removed the stale {_root(registry) / SERVING_FILE}: {check.reason}",
+                      StaleServingWarning, stacklevel=2)
+        return None
+    return check.state
+
+
+def _unknown_message(check: ServerCheck) -> str:
+    """The report on a recorded server that did not answer its identity check."""
+    state = check.state
+    return (f"the server recorded in {SERVING_FILE} ('{state.name}' at {state.url}, pid "
+            f"{state.pid}) did not answer its identity check ({check.reason}); nothing was "
+            "changed: check that process (it may be busy), or stop it and run `agentic-loop "
+            "serve` again")
 
 
 def needs_restart(state: ServingState, entry: ModelVersion) -> bool:
@@ -176,20 +285,26 @@ def swap_adapter(state: ServingState, entry: ModelVersion) -> ServingState:
                                     "failed": None, "error": None})
 
 
-def sync_served(registry: Registry | str | os.PathLike[str]) -> str:
+def sync_served(registry: Registry | str | os.PathLike[str], *,
+                check_timeout: float = 5.0) -> str:
     """Make the registry's live server serve ``current`` under its stable name; say what happened.
 
     Safe to call from any process at any time (``promote`` and ``rollback``
-    call it; so does the serve process's watcher). A swap that vLLM refuses is
+    call it; so does the serve process's watcher). The recorded server is
+    checked first (``check_timeout``: how long its identity may take); a
+    stale record is removed and reported. A swap that vLLM refuses is
     recorded in ``serving.json`` and reported; the old version keeps serving.
     """
     root = _root(registry)
-    state = read_serving(root)
-    if state is None:
+    check = checked_server(root, check_timeout)
+    if check is None:
         return "no server running"
-    if not is_alive(state):
-        clear_serving(root, state.pid)
-        return f"no server running (removed the stale {SERVING_FILE} of pid {state.pid})"
+    if check.verdict == "stale":
+        return (f"no server running (removed the stale {SERVING_FILE}: {check.reason}); start "
+                "one with `agentic-loop serve`")
+    if check.verdict == "unknown":
+        return _unknown_message(check)
+    state = check.state
     reg = registry if isinstance(registry, Registry) else Registry(root)
     current = reg.current
     where = f"'{state.name}' at {state.url}"
@@ -200,15 +315,17 @@ def sync_served(registry: Registry | str | os.PathLike[str]) -> str:
                 "follow promote or rollback: restart `agentic-loop serve` without a version")
     try:
         with serving_lock(root, timeout=10.0):
-            return _sync_locked(root, current)
+            return _sync_locked(root, current, state.token)
     except Timeout:
         return f"{where} is busy changing versions; it follows {current.version} when done"
 
 
-def _sync_locked(root: Path, current: ModelVersion) -> str:
+def _sync_locked(root: Path, current: ModelVersion, token: str) -> str:
     state = read_serving(root)
     if state is None:
-        return "no server running"
+        return "no server running (it stopped during the check)"
+    if state.token != token:  # a new server started meanwhile: it starts on current
+        return f"a new server started under '{state.name}'; it serves current from its start"
     where = f"'{state.name}'"
     if state.state in ("starting", "restarting"):
         doing = "starting" if state.state == "starting" else "restarting"
@@ -232,13 +349,23 @@ def _sync_locked(root: Path, current: ModelVersion) -> str:
     return f"adapter {current.version} swapped in under {where}"
 
 
-def index_signature(registry: Registry | str | os.PathLike[str]) -> tuple[int, int, int] | None:
-    """What changes whenever ``index.json`` is rewritten (one ``stat``); None when it is missing."""
-    try:
-        st = (_root(registry) / INDEX_FILE).stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_ino, st.st_size)
+def index_signature(registry: Registry | str | os.PathLike[str]) -> Signature | None:
+    """What changes whenever the registry changes (two ``stat`` calls); None without its files.
+
+    ``index.json`` is rewritten by every change, and ``audit.jsonl`` grows
+    first (write-ahead): a change whose process was killed before it moved
+    the index is in the log only, and must still be followed.
+    """
+    root = _root(registry)
+    parts: list[int] = []
+    for name in (INDEX_FILE, AUDIT_FILE):
+        try:
+            st = (root / name).stat()
+        except OSError:
+            parts += [0, 0, 0]
+            continue
+        parts += [st.st_mtime_ns, st.st_ino, st.st_size]
+    return None if not any(parts) else tuple(parts)
 
 
 def short_error(exc: BaseException) -> str:

@@ -3,15 +3,18 @@
 A client that names the registry instead of a version never has to change
 after a promote or rollback:
 
-* when ``agentic-loop serve`` serves the registry (a live ``serving.json``
-  that follows ``current``), the spec is that server under its stable name,
-  an OpenAI-compatible model: the server itself follows ``current``;
+* when ``agentic-loop serve`` serves the registry (a ``serving.json`` whose
+  server answers with its token, and follows ``current``), the spec is that
+  server under its stable name, an OpenAI-compatible model: the server itself
+  follows ``current``. A stale record (a dead server, its pid reused) is
+  removed with a warning, never used; a server that does not answer its
+  identity check is an error, not a guess;
 * otherwise it is a :class:`RegistryChatModel`, in-process: before each call
-  it ``stat``\\ s ``index.json`` (cheap) and, only when that changed, reads
-  ``current`` and loads the new version's weights (a LoRA adapter merged onto
-  its base, see :mod:`agentic_loop.models.weights`). A call already running
-  finishes on the version it started with; then the old version's weights are
-  freed.
+  it ``stat``\\ s ``index.json`` and ``audit.jsonl`` (cheap) and, only when
+  they changed, reads ``current`` and loads the new version's weights (a LoRA
+  adapter merged onto its base, see :mod:`agentic_loop.models.weights`). A
+  call already running finishes on the version it started with; then the old
+  version's weights are freed.
 
 This module lives in ``distill/release`` (where the registry is) and
 ``agentic_loop.models`` reaches it through a lazy import when it meets a
@@ -25,7 +28,7 @@ Example (a fake model stands in for the weights; the registry is real):
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> reg = Registry(tmp / "registry")
     >>> for n in ("a", "b"):
-    ...     (tmp / n).mkdir(); _ = (tmp / n / "config.json").write_text("{}")
+    ...     (tmp / n).mkdir(); _ = (tmp / n / "config.json").write_text(f'{{"name": "{n}"}}')
     ...     _ = reg.register(tmp / n)
     >>> _ = reg.promote("v1")
     >>> def fake(path: str) -> ScriptedChatModel:
@@ -53,8 +56,9 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from agentic_loop.distill.release.live import index_signature, live_server
+from agentic_loop.distill.release.live import Signature, index_signature, live_server
 from agentic_loop.distill.release.registry import ModelVersion, Registry
+from agentic_loop.distill.release.serve import ServeError
 from agentic_loop.models.errors import ModelLoadError
 
 __all__ = ["RegistryChatModel", "load_registry_model", "registry_model_dir"]
@@ -76,7 +80,10 @@ def load_registry_model(root: str | os.PathLike[str], **kw: Any) -> BaseChatMode
         raise ModelLoadError(f"there is no model registry at {path} (from 'registry:{root}'); "
                              "pass the folder `agentic-loop register --registry` wrote")
     Registry(path).get("current")  # a clear error now when nothing is promoted
-    state = live_server(path)
+    try:
+        state = live_server(path)
+    except ServeError as exc:
+        raise ModelLoadError(f"cannot load 'registry:{root}': {exc}") from None
     if state is not None and state.follow:
         check = kw.pop("check", state.state == "ready")
         return load_chat_model(state.spec, model=state.name, check=check, **kw)
@@ -98,7 +105,7 @@ class RegistryChatModel(BaseChatModel):
     loader: Loader | None = None
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _signature: tuple[int, int, int] | None = PrivateAttr(default=None)
+    _signature: Signature | None = PrivateAttr(default=None)
     _entry: ModelVersion | None = PrivateAttr(default=None)
     _model: BaseChatModel | None = PrivateAttr(default=None)
     _structured: dict[tuple[str, int, bool], tuple[Any, Runnable[Any, Any]]] = PrivateAttr(

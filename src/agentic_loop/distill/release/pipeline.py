@@ -122,11 +122,12 @@ def register_evaluated(registry: Any, model_dir: str | os.PathLike[str], summary
 
     ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds);
     ``gate`` adds to the gate fields of the promote line in the audit log.
-    A model already registered (a step re-run after a crash) is not
+    A model already registered (a step re-run after a crash, or after its
+    round's state was lost: the same weights, by content digest) is not
     registered again: its version is promoted, or not, as the evaluation says.
     """
     folder = Path(model_dir).expanduser()
-    version = next((v for v in registry.versions() if v.path == str(folder.resolve())), None)
+    version = registry.registered(folder)
     if version is None:
         add_eval(folder, summary)
         version = registry.register(folder, notes=notes)

@@ -7,32 +7,42 @@ ago (a stack, not "version minus one").
 
 On disk, under ``root``:
 
-``index.json``
-    every version (its path, name, kind, and a copy of its model card), the
-    ``current`` pointer and the stack of earlier current versions. Replaced
-    atomically (:func:`~agentic_loop.atomic.atomic_write`) under a file lock,
-    so two processes never interleave updates and a crash leaves the old or
-    the new index, never half of one. The index before each update is kept as
-    ``index.json.bak``.
 ``audit.jsonl``
-    one durable line (:class:`~agentic_loop.jsonl_log.JsonlLog`) per
-    register, promote and rollback: when, who, from what, to what, why, and
-    the gate's numbers when a gate decided. A register line carries the whole
-    version, so the audit log is the source of truth: a deleted ``index.json``
-    is rebuilt from it (in memory on a read, on disk at the next change),
-    never read as an empty registry that would hand out ``v1`` again.
+    the source of truth: one durable line (:class:`~agentic_loop.jsonl_log.JsonlLog`)
+    per register, promote, rollback and data removal: when, who, from what, to
+    what, why, the gate's numbers when a gate decided, a sequence number, and
+    (register lines) the whole version.
+``index.json``
+    every version (its path, name, kind, content digest, a copy of its model
+    card), the ``current`` pointer, the stack of earlier current versions and
+    the sequence number of the last audit line it reflects. Replaced
+    atomically (:func:`~agentic_loop.atomic.atomic_write`) under a file lock;
+    the index before each update is kept as ``index.json.bak``.
 ``models/vN/``
     a copy of the model, only when registered with ``copy=True``.
 
-A corrupt index is reported with its path and how to recover; nothing is
-written over it. An audit log too old to carry versions' details is
-rebuilt with ``index.json.bak``'s, or refused with a message naming both.
+Every change is **write-ahead**: its audit line is on disk (fsync'd) before
+the index moves. A process killed between the two leaves an index one line
+behind the log; every read applies the lines the index lacks
+(:mod:`~agentic_loop.distill.release.registry_audit`, the same function that
+made the change) and the next change writes the result back. So at any kill
+point the audit log explains the registry, and a deleted ``index.json`` is
+rebuilt from it with the same current version and rollback stack (in memory
+on a read, on disk at the next change), never read as an empty registry
+that would hand out ``v1`` again.
+
+A model registered twice (the same weights and config, by content digest,
+:mod:`~agentic_loop.distill.release.model_digest`) is refused with the
+version that holds it, unless ``force=True``. A corrupt index is reported
+with its path and how to recover; nothing is written over it. An audit log
+too old to carry versions' details is rebuilt with ``index.json.bak``'s, or
+refused with a message naming both.
 
 Example:
     >>> import tempfile, pathlib
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> for n in ("a", "b"):
-    ...     (tmp / n).mkdir(); _ = (tmp / n / "config.json").write_text("{}")
+    ...     (tmp / n).mkdir(); _ = (tmp / n / "config.json").write_text(f'{{"name": "{n}"}}')
     >>> reg = Registry(tmp / "registry")
     >>> v1, v2 = reg.register(tmp / "a"), reg.register(tmp / "b")
     >>> reg.promote("v1").version, reg.promote("v2").version, reg.current.version
@@ -41,10 +51,16 @@ Example:
     'v1'
     >>> [f"{e.action} {e.version}" for e in reg.history()]
     ['register v1', 'register v2', 'promote v1', 'promote v2', 'rollback v1']
+    >>> reg.register(tmp / "a")                       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop...RegistryError: the model in ... is already registered in ... as v1 ...
     >>> reg.index_path.unlink()                       # index.json lost: rebuilt from the audit
     >>> import warnings; warnings.simplefilter("ignore", IndexRebuiltWarning)
-    >>> [v.version for v in reg.versions()], reg.current.version, reg.register(tmp / "a").version
-    (['v1', 'v2'], 'v1', 'v3')
+    >>> [v.version for v in reg.versions()], reg.current.version, reg.previous
+    (['v1', 'v2'], 'v1', [])
+    >>> reg.register(tmp / "a", force=True).version  # asked for: a new version of the same model
+    'v3'
 """
 
 from __future__ import annotations
@@ -57,65 +73,43 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_stamp
+from agentic_loop.distill.release.model_digest import (
+    DigestCache,
+    model_digest,
+    model_shape,
+)
+from agentic_loop.distill.release.registry_audit import (
+    AUDIT_FILE,
+    INDEX_FILE,
+    AuditEntry,
+    ModelVersion,
+    RegistryError,
+    RegistryIndex,
+    apply_entry,
+    backup_versions,
+    catch_up,
+    replay_audit,
+)
 from agentic_loop.distill.train.model_card import CARD_FILE, ModelCardError, read_card
-from agentic_loop.errors import ReleaseError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.models.model_dirs import adapter_base, is_adapter_dir
 
-__all__ = ["AuditEntry", "IndexRebuiltWarning", "ModelVersion", "Registry", "RegistryError"]
+__all__ = ["AuditEntry", "IndexRebuiltWarning", "ModelVersion", "Registry", "RegistryError",
+           "replay_audit"]
 
-INDEX_FILE = "index.json"
-AUDIT_FILE = "audit.jsonl"
+DIGEST_CACHE = ".digests.json"
 _COPY_IGNORE = shutil.ignore_patterns("checkpoints", "stages", "run.json", ".*")
-
-
-class RegistryError(ReleaseError):
-    """A registry operation cannot be done; the message names the registry and what to do."""
 
 
 class IndexRebuiltWarning(UserWarning):
     """``index.json`` was missing and the registry was rebuilt from ``audit.jsonl``."""
-
-
-class ModelVersion(BaseModel):
-    """One registered model."""
-
-    version: str
-    path: str
-    name: str
-    registered_at: str
-    adapter: bool = False
-    base_model: str | None = None
-    card: dict[str, Any] | None = None
-    notes: str | None = None
-
-
-class AuditEntry(BaseModel):
-    """One line of ``audit.jsonl``."""
-
-    at: str = Field(default_factory=utc_stamp)
-    action: Literal["register", "promote", "rollback", "data_removed"]
-    version: str
-    previous: str | None = None
-    reason: str | None = None
-    user: str | None = None
-    gate: dict[str, Any] | None = None
-    #: the registered version itself (register lines), so the index can be rebuilt from the log
-    model: ModelVersion | None = None
-
-
-class _Index(BaseModel):
-    schema_version: int = 1
-    versions: list[ModelVersion] = Field(default_factory=list)
-    current: str | None = None
-    previous: list[str] = Field(default_factory=list)
 
 
 def _user() -> str | None:
@@ -146,11 +140,12 @@ class Registry:
 
     # -- reading ------------------------------------------------------------
 
-    def _read(self) -> _Index:
+    def _read(self) -> RegistryIndex:
+        """The index as the audit log explains it: ``index.json`` plus any line it lacks."""
         if not self.index_path.is_file():
             return self._rebuild()
         try:
-            return _Index.model_validate_json(self.index_path.read_bytes())
+            index = RegistryIndex.model_validate_json(self.index_path.read_bytes())
         except (ValidationError, ValueError) as exc:
             backup = self.index_path.with_name(INDEX_FILE + ".bak")
             hint = (f"restore the previous index with `cp {backup} {self.index_path}`"
@@ -160,6 +155,9 @@ class Registry:
                 f"nothing was changed; {hint}, or move it aside to rebuild it from "
                 f"{self.root / AUDIT_FILE}, which records every register, promote and "
                 "rollback") from None
+        if index.seq is None or self._audit_size() == index.audit_size:
+            return index  # nothing written after it (one stat), or an index from before seqs
+        return catch_up(index, self.history())
 
     def versions(self) -> list[ModelVersion]:
         """Every registered version, oldest first."""
@@ -170,6 +168,11 @@ class Registry:
         """The version being served, or ``None`` before the first promote."""
         index = self._read()
         return self._find(index, index.current) if index.current else None
+
+    @property
+    def previous(self) -> list[str]:
+        """The rollback stack: earlier current versions, the one ``rollback`` restores last."""
+        return list(self._read().previous)
 
     def get(self, version: str | int) -> ModelVersion:
         """A version by id (``"v3"``, ``"3"``, ``3``) or ``"current"``."""
@@ -187,17 +190,35 @@ class Registry:
             return []
         return self._audit.read_all()
 
+    def registered(self, model_dir: str | os.PathLike[str]) -> ModelVersion | None:
+        """The version that already holds the model in ``model_dir`` (same content), or None.
+
+        Versions registered before digests were kept match by folder, or by
+        content when their files have the same names and sizes.
+        """
+        source = Path(model_dir).expanduser().resolve()
+        if not source.is_dir():
+            return None
+        cache = DigestCache(self.root / DIGEST_CACHE)
+        try:
+            return self._same_model(self._read(), source, model_digest(source, cache), cache)
+        finally:
+            cache.save()
+
     # -- writing ------------------------------------------------------------
 
     def register(self, model_dir: str | os.PathLike[str], *, name: str | None = None,
-                 notes: str | None = None, copy: bool = False) -> ModelVersion:
+                 notes: str | None = None, copy: bool = False,
+                 force: bool = False) -> ModelVersion:
         """Add a model directory as the next version (not served until promoted).
 
         The directory must hold a Hugging Face model (``config.json``) or a
         LoRA adapter (``adapter_config.json``). Its ``model_card.yaml``, when
         there is one, is copied into the index. ``copy=True`` also copies the
         weights under ``root/models/`` so the version survives the training
-        folder being deleted.
+        folder being deleted. A model already registered (the same weights and
+        config, by content digest) is refused, naming its version, unless
+        ``force=True``.
         """
         source = Path(model_dir).expanduser().resolve()
         adapter = is_adapter_dir(source)
@@ -212,23 +233,26 @@ class Registry:
             except ModelCardError as exc:
                 raise RegistryError(f"cannot register {source}: {exc}") from None
         base = adapter_base(source) if adapter else None
+        cache = DigestCache(self.root / DIGEST_CACHE)
+        digest = model_digest(source, cache)  # outside the lock: it reads every weight
         with self._locked(create=True):
             index = self._read()
+            same = None if force else self._same_model(index, source, digest, cache)
+            if same is not None:
+                raise RegistryError(
+                    f"the model in {source} is already registered in {self.root} as "
+                    f"{same.version} ({same.path}; same weights and config, sha256 "
+                    f"{digest[:12]}); promote {same.version} to serve it (`agentic-loop promote "
+                    f"{same.version}`), or pass force=True (`agentic-loop register --force`) "
+                    "to add it again as a new version")
             version = f"v{self._next_number(index)}"
-            path = source
-            if copy:
-                path = self.root / "models" / version
-                staging = path.with_name(f".{version}.tmp")
-                shutil.rmtree(staging, ignore_errors=True)
-                shutil.copytree(source, staging, ignore=_COPY_IGNORE)
-                os.replace(staging, path)
+            path = self._copy_in(source, version) if copy else source
             entry = ModelVersion(version=version, path=str(path), name=name or source.name,
                                  registered_at=utc_stamp(), adapter=adapter, base_model=base,
-                                 card=card, notes=notes)
-            index.versions.append(entry)
-            self._write(index)
-            self._audit.append(AuditEntry(action="register", version=version, reason=notes,
-                                          user=_user(), model=entry))
+                                 card=card, notes=notes, content_sha256=digest)
+            self._commit(index, AuditEntry(action="register", version=version, reason=notes,
+                                           user=_user(), model=entry))
+        cache.save()
         return entry
 
     def promote(self, version: str | int, *, reason: str | None = None,
@@ -243,14 +267,9 @@ class Registry:
             if index.current == entry.version:
                 return entry
             self._check_present(entry)
-            previous = index.current
-            if previous is not None:
-                index.previous.append(previous)
-            index.current = entry.version
-            self._write(index)
-            self._audit.append(AuditEntry(action="promote", version=entry.version,
-                                          previous=previous, reason=reason, user=_user(),
-                                          gate=gate))
+            self._commit(index, AuditEntry(action="promote", version=entry.version,
+                                           previous=index.current, reason=reason, user=_user(),
+                                           gate=gate))
         return entry
 
     def rollback(self, *, reason: str | None = None) -> ModelVersion:
@@ -266,11 +285,8 @@ class Registry:
                     f"{self.root}; promote another version instead")
             target = self._find(index, index.previous[-1])
             self._check_present(target)
-            index.previous.pop()
-            replaced, index.current = index.current, target.version
-            self._write(index)
-            self._audit.append(AuditEntry(action="rollback", version=target.version,
-                                          previous=replaced, reason=reason, user=_user()))
+            self._commit(index, AuditEntry(action="rollback", version=target.version,
+                                           previous=index.current, reason=reason, user=_user()))
         return target
 
     def record_data_removal(self, version: str | int, *, reason: str) -> AuditEntry:
@@ -278,18 +294,71 @@ class Registry:
 
         The weights still hold what they learned from it, so the version is
         marked in the audit log for a person to decide (retrain, retire); the
-        index and the current pointer are not changed.
+        versions and the current pointer are not changed.
         """
         with self._locked():
-            entry = self._find(self._read(), self._normalize(version))
+            index = self._read()
+            entry = self._find(index, self._normalize(version))
             audit = AuditEntry(action="data_removed", version=entry.version, reason=reason,
                                user=_user())
-            self._audit.append(audit)
+            self._commit(index, audit)
         return audit
 
     # -- helpers ------------------------------------------------------------
 
-    def _rebuild(self) -> _Index:
+    def _commit(self, index: RegistryIndex, entry: AuditEntry) -> None:
+        """Write-ahead: the audit line is on disk before the index that applies it moves.
+
+        A kill between the two leaves an index one line behind the log, which
+        every read applies (:func:`~.registry_audit.catch_up`) and the next
+        change writes back; a kill inside the append leaves a torn last line,
+        which readers skip and the next append removes: the change never happened.
+        """
+        entry.seq = (index.seq if index.seq is not None else len(self.history())) + 1
+        self._audit.append(entry)
+        apply_entry(index, entry)
+        index.audit_size = self._audit_size()
+        self._write(index)
+
+    def _audit_size(self) -> int | None:
+        try:
+            return self._audit.path.stat().st_size
+        except OSError:
+            return None
+
+    def _copy_in(self, source: Path, version: str) -> Path:
+        """Copy ``source`` to ``models/<version>`` (a copy a killed register left is replaced)."""
+        path = self.root / "models" / version
+        staging = path.with_name(f".{version}.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(source, staging, ignore=_COPY_IGNORE)
+        if path.exists():  # no index line names it: a register killed before its audit line
+            shutil.rmtree(path)
+        os.replace(staging, path)
+        return path
+
+    def _same_model(self, index: RegistryIndex, source: Path, digest: str,
+                    cache: DigestCache) -> ModelVersion | None:
+        shape: tuple[tuple[str, int], ...] | None = None
+        for entry in index.versions:
+            if entry.content_sha256 is not None:
+                if entry.content_sha256 == digest:
+                    return entry
+                continue
+            folder = Path(entry.path)  # registered before digests: compare what is there
+            if folder == source:
+                return entry
+            if not folder.is_dir():
+                continue
+            shape = model_shape(source) if shape is None else shape
+            try:
+                if model_shape(folder) == shape and model_digest(folder, cache) == digest:
+                    return entry
+            except OSError:
+                continue
+        return None
+
+    def _rebuild(self) -> RegistryIndex:
         """The index replayed from ``audit.jsonl`` when ``index.json`` is gone; empty when new.
 
         Reads write nothing: the rebuilt index reaches the disk with the next change.
@@ -302,8 +371,8 @@ class Registry:
                     f"the registry index {self.index_path} is missing and {self.root / AUDIT_FILE} "
                     f"records nothing to rebuild it from; restore it with `cp {backup} "
                     f"{self.index_path}`")
-            return _Index()
-        index = replay_audit(entries, _backup_versions(backup), self.root)
+            return RegistryIndex(seq=len(entries))
+        index = replay_audit(entries, backup_versions(backup), self.root)
         warnings.warn(
             f"the registry index {self.index_path} is missing; rebuilt from "
             f"{self.root / AUDIT_FILE} ({len(index.versions)} versions, current "
@@ -330,7 +399,7 @@ class Registry:
         finally:
             self._lock.release()
 
-    def _write(self, index: _Index) -> None:
+    def _write(self, index: RegistryIndex) -> None:
         if self.index_path.is_file():
             atomic_write_bytes(self.index_path.with_name(INDEX_FILE + ".bak"),
                                self.index_path.read_bytes())
@@ -342,7 +411,7 @@ class Registry:
         text = str(version).strip()
         return f"v{text}" if text.isdigit() else text
 
-    def _find(self, index: _Index, version: str) -> ModelVersion:
+    def _find(self, index: RegistryIndex, version: str) -> ModelVersion:
         for entry in index.versions:
             if entry.version == version:
                 return entry
@@ -351,7 +420,7 @@ class Registry:
                             f"(registered: {known}); pass one of those")
 
     @staticmethod
-    def _next_number(index: _Index) -> int:
+    def _next_number(index: RegistryIndex) -> int:
         numbers = [int(e.version[1:]) for e in index.versions if e.version[1:].isdigit()]
         return max(numbers, default=0) + 1
 
@@ -361,40 +430,3 @@ class Registry:
                 f"version {entry.version}'s model directory {entry.path} no longer exists; it "
                 "cannot be served; restore the folder, or register the model again with "
                 "copy=True")
-
-
-def replay_audit(entries: list[AuditEntry], known: dict[str, ModelVersion], root: Path) -> _Index:
-    """The index that ``entries`` (oldest first) describe; ``known`` fills in old register lines.
-
-    Promote and rollback replay exactly what they did to the index (the
-    rollback stack included); data-removal notes change nothing.
-    """
-    index = _Index()
-    for entry in entries:
-        if entry.action == "register":
-            model = entry.model or known.get(entry.version)
-            if model is None:
-                raise RegistryError(
-                    f"the registry index {root / INDEX_FILE} is missing and cannot be rebuilt: "
-                    f"{root / AUDIT_FILE} records register {entry.version} without its details "
-                    f"(an older agentic-loop wrote it) and {root / (INDEX_FILE + '.bak')} does not "
-                    "hold it; restore index.json from a backup (or `cp index.json.bak "
-                    "index.json`, then register the missing versions again)")
-            index.versions.append(model)
-        elif entry.action == "promote":
-            if index.current is not None:
-                index.previous.append(index.current)
-            index.current = entry.version
-        elif entry.action == "rollback":
-            if index.previous:
-                index.previous.pop()
-            index.current = entry.version
-    return index
-
-
-def _backup_versions(backup: Path) -> dict[str, ModelVersion]:
-    """The versions ``index.json.bak`` describes (none when it is missing or unreadable)."""
-    try:
-        return {v.version: v for v in _Index.model_validate_json(backup.read_bytes()).versions}
-    except (OSError, ValidationError, ValueError):
-        return {}

@@ -3,8 +3,8 @@
 :func:`serve_registered` starts vLLM on the registry's current version
 under a name that never changes (see :mod:`~agentic_loop.distill.release.live`),
 records it in ``<registry>/serving.json`` and, in a background thread, checks
-``index.json`` every ``poll_s`` seconds (a ``stat``; the index is read only
-when it changed). When ``current`` moves:
+``index.json`` and ``audit.jsonl`` every ``poll_s`` seconds (a ``stat`` each;
+the index is read only when they changed). When ``current`` moves:
 
 * an adapter on the same base is swapped into the running vLLM under the
   same name (no restart, no failed request);
@@ -24,15 +24,18 @@ when it changed). When ``current`` moves:
 
 Only this process restarts its vLLM, so no signal crosses processes:
 ``agentic-loop promote`` swaps adapters itself and otherwise leaves the
-restart to this watcher. ``serving.json`` is removed on a clean exit; after a
-crash its dead pid marks it stale.
+restart to this watcher. ``serving.json`` carries a token drawn at start,
+which the front answers at its identity route with the version served; it
+is removed on a clean exit, and after a crash (or with its pid reused by
+another process) the front no longer answers the token, which marks it
+stale (:func:`~agentic_loop.distill.release.live.check_server`).
 
 Example (a registry with nothing promoted cannot be served):
     >>> import tempfile
     >>> serve_registered(tempfile.mkdtemp())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    agentic_loop.distill.release.registry.RegistryError: registry ... has no current version yet...
+    agentic_loop...RegistryError: registry ... has no current version yet...
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -47,10 +51,12 @@ from typing import Any, Self
 
 from agentic_loop.distill.release.front import FrontProxy
 from agentic_loop.distill.release.live import (
+    SERVING_FILE,
     ServingState,
+    Signature,
+    check_server,
     clear_serving,
     index_signature,
-    live_server,
     needs_restart,
     read_serving,
     serving_lock,
@@ -106,9 +112,10 @@ class RegistryServer:
         self._stop = threading.Event()
         self._restarting = False
         self._fatal: str | None = None  # why vLLM could not be brought back after a restart
-        self._signature: tuple[int, int, int] | None = None
+        self._signature: Signature | None = None
         self._thread: threading.Thread | None = None
-        self._front = FrontProxy(host, self.port, hold_s=timeout)
+        self.token = secrets.token_urlsafe(16)  # serving.json's; the front answers it
+        self._front = FrontProxy(host, self.port, hold_s=timeout, identity=self._identity)
 
     def __repr__(self) -> str:
         return f"RegistryServer({self.base_url!r}, model={self.model!r}, {self.version})"
@@ -158,11 +165,7 @@ class RegistryServer:
     def start(self) -> Self:
         """Start vLLM on the version, record ``serving.json``, start following ``current``."""
         with serving_lock(self.registry.root):
-            other = live_server(self.registry.root)
-            if other is not None:
-                raise ServeError(
-                    f"registry {self.registry.root} is already served as '{other.name}' at "
-                    f"{other.url} by pid {other.pid}; use that server, or stop it first")
+            self._check_other()
             self._front.start()  # the stable port first: taken, it fails before vLLM starts
             self._write(state="starting", target=self._entry.version, **state_for(self._entry))
         atexit.register(self.stop)
@@ -180,6 +183,32 @@ class RegistryServer:
                                             daemon=True)
             self._thread.start()
         return self
+
+    def _check_other(self) -> None:
+        """Refuse to start beside a live server of this registry; a stale record is replaced."""
+        other = read_serving(self.registry.root)
+        if other is None:
+            return
+        check = check_server(other)
+        if check.verdict == "ok":
+            raise ServeError(
+                f"registry {self.registry.root} is already served as '{other.name}' at "
+                f"{other.url} by pid {other.pid}; use that server, or stop it first")
+        if check.verdict == "unknown":
+            raise ServeError(
+                f"registry {self.registry.root} has a server recorded in {SERVING_FILE} (pid "
+                f"{other.pid} at {other.url}) that did not answer its identity check "
+                f"({check.reason}); stop that process, or delete "
+                f"{self.registry.root / SERVING_FILE} if it is gone, then start again")
+        log.warning("replacing the stale %s: %s", SERVING_FILE, check.reason)
+
+    def _identity(self) -> dict[str, Any]:
+        """What the front answers at its identity route: who serves here, and which version."""
+        own = _read_own(self.registry.root, self.token)
+        return {"token": self.token, "pid": os.getpid(), "name": self.model,
+                "registry": str(self.registry.root.resolve()),
+                "version": own.version if own is not None else self._entry.version,
+                "state": own.state if own is not None else "starting"}
 
     def _launch(self, entry: ModelVersion) -> VLLMServer:
         """vLLM on ``entry``, ready, on a port of its own behind the front."""
@@ -200,7 +229,7 @@ class RegistryServer:
     def _write(self, **fields: Any) -> None:
         mode = fields.get("mode")
         state = ServingState(name=self.model, url=self.base_url, port=self.port,
-                             pid=os.getpid(), follow=self.follow,
+                             pid=os.getpid(), token=self.token, follow=self.follow,
                              max_lora_rank=lora_rank_bucket(self._max_rank())
                              if mode == "adapter" else None, **fields)
         write_serving(self.registry.root, state)
@@ -223,12 +252,12 @@ class RegistryServer:
         current = self.registry.current
         if current is None or current.version == self._entry.version:
             return None
-        state = _read_own(self.registry.root)
+        state = _read_own(self.registry.root, self.token)
         if state is not None and state.failed == current.version:
             return None  # it did not start before; promote another version to move on
         if state is not None and not needs_restart(state, current):
             message = sync_served(self.registry)  # the same swap promote does, under its lock
-            after = _read_own(self.registry.root)
+            after = _read_own(self.registry.root, self.token)
             if after is not None and after.version == current.version:
                 self._entry = current
             return message
@@ -311,7 +340,7 @@ class RegistryServer:
             self._thread.join(timeout=self.timeout + 60)
         code = self._server.stop() if self._server is not None else None
         self._front.stop()
-        clear_serving(self.registry.root, os.getpid())
+        clear_serving(self.registry.root, self.token)
         return code
 
     def __enter__(self) -> Self:
@@ -326,9 +355,9 @@ def _origin(server: VLLMServer) -> str:
     return server.base_url.removesuffix("/v1")
 
 
-def _read_own(root: Path) -> ServingState | None:
+def _read_own(root: Path, token: str) -> ServingState | None:
     state = read_serving(root)
-    return state if state is not None and state.pid == os.getpid() else None
+    return state if state is not None and state.token == token else None
 
 
 def serve_registered(registry: Registry | str | os.PathLike[str], version: str | int = "current",

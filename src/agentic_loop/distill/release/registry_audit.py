@@ -1,0 +1,156 @@
+"""The registry's records and how an audit line changes the index: the log is the truth.
+
+Why a module of its own: the same function must apply a change when it is
+made, when a reader finds an audit line the index does not reflect yet (the
+process that wrote it was killed before it moved the index), and when the
+index is rebuilt from the audit log alone. One :func:`apply_entry`, used by
+all three, is what makes "a rebuild gives the same current version and
+rollback stack" true by construction rather than by care.
+
+Every audit line carries ``seq`` (1, 2, 3 ... in the order written) and the
+index records the ``seq`` of the last line it reflects, so a reader knows
+which lines are still to be applied. Lines written before sequence numbers
+existed have none: the index that came with them is trusted as it is.
+
+Example (a promote the index does not show yet is applied on read):
+    >>> index = RegistryIndex(seq=1, versions=[ModelVersion(
+    ...     version="v1", path="/m/a", name="a", registered_at="2026-01-01T00:00:00Z")])
+    >>> pending = [AuditEntry(action="promote", version="v1", seq=2)]
+    >>> index = catch_up(index, pending)
+    >>> index.current, index.seq
+    ('v1', 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from agentic_loop.clock import utc_stamp
+from agentic_loop.errors import ReleaseError
+
+__all__ = ["AuditEntry", "ModelVersion", "RegistryError", "RegistryIndex", "apply_entry",
+           "backup_versions", "catch_up", "replay_audit"]
+
+INDEX_FILE = "index.json"
+AUDIT_FILE = "audit.jsonl"
+
+
+class RegistryError(ReleaseError):
+    """A registry operation cannot be done; the message names the registry and what to do."""
+
+
+class ModelVersion(BaseModel):
+    """One registered model."""
+
+    version: str
+    path: str
+    name: str
+    registered_at: str
+    adapter: bool = False
+    base_model: str | None = None
+    card: dict[str, Any] | None = None
+    notes: str | None = None
+    #: the model's content digest (:mod:`~agentic_loop.distill.release.model_digest`);
+    #: None for versions registered before digests were kept
+    content_sha256: str | None = None
+
+
+class AuditEntry(BaseModel):
+    """One line of ``audit.jsonl``."""
+
+    at: str = Field(default_factory=utc_stamp)
+    action: Literal["register", "promote", "rollback", "data_removed"]
+    version: str
+    previous: str | None = None
+    reason: str | None = None
+    user: str | None = None
+    gate: dict[str, Any] | None = None
+    #: the registered version itself (register lines), so the index can be rebuilt from the log
+    model: ModelVersion | None = None
+    #: the line's place in the log (1, 2, ...); None on lines written before it was kept
+    seq: int | None = None
+
+
+class RegistryIndex(BaseModel):
+    """``index.json``: the versions, the current one, the rollback stack, the last line applied."""
+
+    schema_version: int = 1
+    versions: list[ModelVersion] = Field(default_factory=list)
+    current: str | None = None
+    previous: list[str] = Field(default_factory=list)
+    #: ``seq`` of the last audit line this index reflects (None: an index from before seqs)
+    seq: int | None = None
+    #: the size of ``audit.jsonl`` when this index was written: equal means nothing is pending
+    audit_size: int | None = None
+
+
+def apply_entry(index: RegistryIndex, entry: AuditEntry,
+                known: dict[str, ModelVersion] | None = None,
+                root: Path | None = None) -> None:
+    """Change ``index`` as ``entry`` says (in place); ``known`` fills in old register lines.
+
+    Promote pushes the replaced version on the rollback stack, rollback pops
+    it; data-removal notes change nothing but the sequence number.
+    """
+    if entry.action == "register":
+        model = entry.model or (known or {}).get(entry.version)
+        if model is None:
+            where = root or Path(".")
+            raise RegistryError(
+                f"the registry index {where / INDEX_FILE} is missing and cannot be rebuilt: "
+                f"{where / AUDIT_FILE} records register {entry.version} without its details "
+                f"(an older agentic-loop wrote it) and {where / (INDEX_FILE + '.bak')} does not "
+                "hold it; restore index.json from a backup (or `cp index.json.bak "
+                "index.json`, then register the missing versions again)")
+        if all(v.version != model.version for v in index.versions):
+            index.versions.append(model)
+    elif entry.action == "promote":
+        if index.current is not None:
+            index.previous.append(index.current)
+        index.current = entry.version
+    elif entry.action == "rollback":
+        if index.previous:
+            index.previous.pop()
+        index.current = entry.version
+    if entry.seq is not None:
+        index.seq = entry.seq
+
+
+def catch_up(index: RegistryIndex, entries: Iterable[AuditEntry]) -> RegistryIndex:
+    """``index`` with the lines of ``entries`` it does not reflect yet applied (a copy)."""
+    if index.seq is None:
+        return index
+    done = index.seq
+    out = index.model_copy(deep=True)
+    for entry in entries:
+        if entry.seq is not None and entry.seq > done:
+            apply_entry(out, entry)
+    return out
+
+
+def replay_audit(entries: list[AuditEntry], known: dict[str, ModelVersion],
+                 root: Path) -> RegistryIndex:
+    """The index that ``entries`` (oldest first) describe; ``known`` fills in old register lines.
+
+    Promote and rollback replay exactly what they did to the index (the
+    rollback stack included); data-removal notes change nothing.
+    """
+    index = RegistryIndex()
+    for entry in entries:
+        apply_entry(index, entry, known, root)
+    if index.seq is None and entries:
+        index.seq = len(entries)  # an old log: the next line continues its count
+    return index
+
+
+def backup_versions(backup: Path) -> dict[str, ModelVersion]:
+    """The versions ``index.json.bak`` describes (none when it is missing or unreadable)."""
+    try:
+        return {v.version: v for v in RegistryIndex.model_validate_json(backup.read_bytes())
+                .versions}
+    except (OSError, ValidationError, ValueError):
+        return {}
