@@ -12,6 +12,7 @@ process's host uid and capabilities).
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from agentic_loop.judges.sandbox import (
     SandboxUnavailableError,
     run_python_tests,
 )
+from agentic_loop.judges.sandbox_bwrap import plan_memory
 from agentic_loop.judges.sandbox_isolation import (
     Isolation,
     _layers,
@@ -401,3 +403,89 @@ def test_a_non_root_caller_gets_every_layer_too(tmp_path: Path) -> None:
     done = as_user([sys.executable, "-c", script])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith(f"True {len(ALL_LAYERS)} bwrap"), done.stdout
+
+
+# ------------------------------------------- memory the byte caps did not count
+
+
+def test_a_file_count_bomb_stops_at_the_mounts_file_cap() -> None:
+    """518,000 empty directories held 596 MiB of kernel memory under ``memory_mb=128``."""
+    code = """
+import os
+made, stop = 0, None
+try:
+    for where in ('/sandbox', '/dev/shm', '/tmp'):
+        for i in range(10 ** 6):
+            os.mkdir(f'{where}/d{i}-' + 'x' * 200)
+            made += 1
+except OSError as err:
+    stop = err.errno
+print('RESULT', made, stop)
+"""
+    result = attack(code, memory_mb=MEMORY_MB)
+    made, stop = outcomes(result)[0].split()
+    cap = sum(files for _mb, files in plan_memory(MEMORY_MB, 16).mounts().values())
+    assert stop == str(errno.ENOSPC) and 0 < int(made) <= cap, (made, stop, cap)
+
+
+def test_host_wide_pools_and_pipe_pinned_pages_are_refused() -> None:
+    """Linux AIO took 63,488 of the host's 65,536 events; vmsplice pinned 767 MiB of huge pages."""
+    code = """
+import ctypes, os, shutil
+libc = ctypes.CDLL(None, use_errno=True)
+ctx = ctypes.c_ulong(0)
+r, w = os.pipe()
+calls = {'io_setup': (206, 4096, ctypes.byref(ctx)), 'vmsplice': (278, w, 0, 0, 0),
+         'splice': (275, r, 0, w, 0, 1, 0), 'tee': (276, r, w, 1, 0),
+         'sendfile': (40, w, r, 0, 1), 'open_tree_attr (newer than the list)': (467, -1, 0, 0)}
+for name, args in calls.items():
+    got = libc.syscall(*args)
+    print('RESULT', name, got, got < 0 and os.strerror(ctypes.get_errno()))
+with open('a', 'wb') as fh:
+    fh.write(b'x' * 100000)
+shutil.copyfile('a', '/tmp/b')  # falls back from sendfile to reads and writes
+print('RESULT copied', os.path.getsize('/tmp/b'))
+"""
+    lines = outcomes(attack(code))
+    assert lines[:5] == [f"{n} -1 Operation not permitted" for n in
+                         ("io_setup", "vmsplice", "splice", "tee", "sendfile")], lines
+    assert lines[5:] == ["open_tree_attr (newer than the list) -1 Function not implemented",
+                         "copied 100000"], lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads other users' /proc/<pid>/root")
+def test_no_sandboxed_process_is_left_when_a_timed_out_run_returns() -> None:
+    """Busy threads at the time limit: the runner was still dying when the result came back."""
+    marker = f"alive-{uuid.uuid4().hex}"
+    code = f"""
+import threading
+open('/sandbox/{marker}', 'w').close()
+def spin():
+    while True:
+        pass
+for _ in range(8):
+    threading.Thread(target=spin).start()
+f = spin
+"""
+    for _ in range(3):
+        result = run_python_tests(HOOK_OFF + code, "assert f() is None", timeout_s=0.5)
+        left = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+                if os.path.exists(f"/proc/{pid}/root/sandbox/{marker}")]
+        assert result.timed_out and left == [], left
+
+
+def test_a_crash_inside_dumps_no_core_not_even_to_a_piped_helper() -> None:
+    """A host whose core_pattern pipes to a helper (apport, systemd-coredump) runs it as root on
+    every crash whatever RLIMIT_CORE says, except for the kernel's special value 1: the solution
+    holds exactly that, and cannot raise it again."""
+    code = """
+import resource
+CORE = resource.getrlimit(resource.RLIMIT_CORE)
+try:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    RAISED = True
+except (ValueError, OSError):
+    RAISED = False
+"""
+    result = attack(code, ["assert CORE == (1, 1), CORE", "assert RAISED is False"])
+    assert result.passed, (result.reason, result.stdout, result.stderr)

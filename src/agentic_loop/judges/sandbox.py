@@ -117,7 +117,7 @@ from agentic_loop.judges.sandbox_isolation import (
     runner_source,
     sandbox_layers,
 )
-from agentic_loop.judges.sandbox_launch import SandboxUnavailableError
+from agentic_loop.judges.sandbox_launch import SandboxUnavailableError, kill_sandbox
 from agentic_loop.judges.sandbox_seccomp import seccomp_filter
 
 __all__ = [
@@ -241,13 +241,6 @@ def _check_args(code: Any, tests: Any, timeout_s: Any, memory_mb: Any, fsize_mb:
     return test_list
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> bool:
     """Wait up to ``timeout`` s for ``proc``; True when it ended (and is reaped).
 
@@ -290,7 +283,9 @@ def _spawn(role: str, iso: Isolation, payload: dict[str, Any], fds: tuple[int, .
     with tempfile.TemporaryFile() as stdin, out_path.open("wb") as out, \
             err_path.open("wb") as err:
         stdin.write(json.dumps({**payload, "workdir": workdir, "fds": list(fds),
-                                "drop_to": launcher.runner_uid}).encode())
+                                "drop_to": launcher.runner_uid,
+                                "mounts": memory.mounts() if iso.mode == "bwrap" else None,
+                                }).encode())
         stdin.seek(0)
         proc = launcher.start(argv, memory=memory, cwd=cwd, env=host_env(workdir), stdin=stdin,
                               stdout=out, stderr=err, pass_fds=fds, owned_dir=owned)
@@ -360,7 +355,7 @@ def run_python_tests(
                                                            "code": code},
                                               (req_w, rep_r, verdict_fd), base, memory)
             except BaseException:
-                _kill_group(solution)
+                kill_sandbox(solution)
                 solution.wait()
                 raise
         finally:
@@ -368,10 +363,10 @@ def run_python_tests(
                 os.close(fd)
         timed_out = not _wait(tester, timeout_s - (time.monotonic() - started))
         if timed_out:
-            _kill_group(tester)
+            kill_sandbox(tester)
             tester.wait()
         killed_solution = not _wait(solution, 0 if timed_out else _GRACE_S)
-        _kill_group(solution)  # nothing it started survives the run
+        kill_sandbox(solution)  # nothing it started survives the run
         s_code = solution.wait()
         duration = time.monotonic() - started
         verdict_file.seek(0)

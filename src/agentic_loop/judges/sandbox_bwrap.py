@@ -46,13 +46,15 @@ from pathlib import Path
 
 from agentic_loop.errors import JudgeError
 
-__all__ = ["SANDBOX_DIR", "SANDBOX_ID", "MemoryPlan", "bwrap_command", "bwrap_executable",
-           "host_env", "plan_memory", "runner_source"]
+__all__ = ["INODES_PER_MB", "SANDBOX_DIR", "SANDBOX_ID", "MemoryPlan", "bwrap_command",
+           "bwrap_executable", "host_env", "plan_memory", "runner_source"]
 
 #: Where the sandbox's private, writable tmpfs is mounted.
 SANDBOX_DIR = "/sandbox"
 #: The uid and gid tested code runs as inside the user namespace ("nobody").
 SANDBOX_ID = 65534
+#: Files (inodes) a writable tmpfs may hold per MiB of its size: ~5% more memory at most.
+INODES_PER_MB = 64
 _MB = 1024 * 1024
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
@@ -71,6 +73,12 @@ class MemoryPlan:
     it through (1 GB held under ``memory_mb=512`` in issue 29). ``kernel_mb``
     is kept for the buffers of the process's 64 descriptors at their default
     sizes (pipes, Unix sockets: ~15 MiB measured; seccomp refuses growing them).
+
+    A file or directory also costs ~1.2 KiB of kernel memory (inode and
+    dentry) that no size cap counts: 518,000 empty directories held 596 MiB
+    under ``memory_mb=128``. So each mount also caps its number of files at
+    :data:`INODES_PER_MB` per MiB of its size (:meth:`mounts`; the runner
+    mounts them itself, since bwrap has no such option).
     """
 
     address_mb: int
@@ -83,6 +91,15 @@ class MemoryPlan:
     def files_mb(self) -> int:
         """The most the writable tmpfs mounts hold together."""
         return self.tmpfs_mb + self.shm_mb + self.tmp_mb
+
+    def mounts(self) -> dict[str, list[int]]:
+        """Each writable tmpfs as ``{path: [size in MiB, most files]}``.
+
+        >>> plan_memory(512, 16).mounts()["/dev/shm"]
+        [16, 1024]
+        """
+        sizes = {SANDBOX_DIR: self.tmpfs_mb, "/dev/shm": self.shm_mb, "/tmp": self.tmp_mb}
+        return {path: [mb, mb * INODES_PER_MB] for path, mb in sizes.items() if mb > 0}
 
 
 def plan_memory(memory_mb: int, fsize_mb: int) -> MemoryPlan:

@@ -20,8 +20,9 @@ layer is listed only when the probe saw it hold:
 * ``no-new-privs``, ``seccomp`` (a ``fork`` is refused), ``rlimits`` (read
   back), ``die-with-parent`` (read back);
 * ``memory-limit``: ``RLIMIT_AS`` is set, ``memfd_create`` and System V
-  shared memory are refused, and the writable tmpfs mounts hold no more than
-  the run's plan (:func:`~agentic_loop.judges.sandbox_bwrap.plan_memory`);
+  shared memory are refused, and the writable tmpfs mounts hold no more bytes
+  and no more files than the run's plan
+  (:func:`~agentic_loop.judges.sandbox_bwrap.plan_memory`);
 * ``process-limit``: a thread past a lowered ``RLIMIT_NPROC`` is refused
   (the kernel does not enforce it for root).
 
@@ -57,6 +58,7 @@ from typing import Any
 
 from agentic_loop.errors import JudgeError
 from agentic_loop.judges.sandbox_bwrap import (
+    INODES_PER_MB,
     SANDBOX_DIR,
     bwrap_command,
     bwrap_executable,
@@ -144,6 +146,7 @@ def _probe(launcher: Launcher,
             "seccomp": (seccomp_filter() or b"").hex() or None,
             "host_pid": os.getpid(), "host_marker": marker, "drop_to": launcher.runner_uid,
             "cred_fd": child.fileno() if stamped else None, "files_mb": memory.files_mb,
+            "mounts": memory.mounts() if launcher.mode == "bwrap" else None,
         }).encode())
         payload.seek(0)
         try:
@@ -225,8 +228,9 @@ def _namespaces() -> dict[str, str | None]:
 def _rlimits_hold(got: Any, memory_mb: int) -> bool:
     want = {"as": memory_mb * _MB, "cpu": _PROBE_LIMITS["cpu_s"],
             "fsize": _PROBE_LIMITS["fsize_mb"] * _MB, "nofile": 64,
-            "nproc": _PROBE_LIMITS["nproc"], "core": 0}
-    return isinstance(got, dict) and all(
+            "nproc": _PROBE_LIMITS["nproc"], "core": 1}
+    # core must be exactly 1: the one value that also stops a dump piped to a root helper
+    return isinstance(got, dict) and got.get("core") == 1 and all(
         isinstance(got.get(k), int) and 0 <= got[k] <= v for k, v in want.items()
     )
 
@@ -235,9 +239,10 @@ def _memory_holds(report: dict[str, Any], files_mb: int) -> bool:
     memory = report.get("memory")
     if not isinstance(memory, dict):
         return False
-    held = memory.get("writable_tmpfs_mb")
+    held, files = memory.get("writable_tmpfs_mb"), memory.get("writable_tmpfs_inodes")
     return (memory.get("memfd_refused") is True and memory.get("sysv_refused") is True
-            and isinstance(held, (int, float)) and held <= files_mb + 1)
+            and isinstance(held, (int, float)) and held <= files_mb + 1
+            and isinstance(files, int) and files <= (files_mb + 1) * INODES_PER_MB)
 
 
 def _layers(launcher: Launcher, report: dict[str, Any], creds: Credentials | None,

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -44,7 +45,7 @@ from typing import IO, Any
 from agentic_loop.errors import JudgeError
 from agentic_loop.judges.sandbox_bwrap import SANDBOX_ID, MemoryPlan, bwrap_command
 
-__all__ = ["Launcher", "SandboxUnavailableError", "is_root", "pick_host_ids"]
+__all__ = ["Launcher", "SandboxUnavailableError", "is_root", "kill_sandbox", "pick_host_ids"]
 
 _POOL = 1 << 20  # how many host ids a root caller's sandboxes are drawn from
 _TOP = 1 << 31  # stay below ids that some tools read as negative
@@ -90,11 +91,33 @@ def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def kill_sandbox(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc``'s group, then wait (up to 2 s) for its PID namespace's init to exit.
+
+    bwrap's death kills the sandbox only milliseconds later (``--new-session``
+    puts the runner out of the group); the init exits after every process inside.
+    """
+    inits: list[int] = []
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children", encoding="ascii") as fh:
+            for pid in fh.read().split():
+                with contextlib.suppress(OSError):
+                    inits.append(os.pidfd_open(int(pid)))
+    except (OSError, AttributeError, ValueError):
+        pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for fd in inits:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll(2000)
+        os.close(fd)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    kill_sandbox(proc)
     proc.wait()
 
 
