@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentic_loop.clean_text import strip_control
+from agentic_loop.distill.release.registry import Registry
 from agentic_loop.errors import AgenticLoopError
 from agentic_loop.memory import Archive, ReflexionMemory
 from agentic_loop.memory.embeddings import HashingEmbedder
@@ -87,6 +88,11 @@ def test_store_paths_the_machine_refuses_are_clear_errors(tmp_path: Path, where:
         Archive(path, embedder=HashingEmbedder())
     with pytest.raises(AgenticLoopError, match="cannot create the folder of the log"):
         TrajectoryLog(path).append(Trajectory(architecture="a", model_id="m", task="t"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with pytest.raises(AgenticLoopError, match="cannot create the registry folder"):
+        Registry(path).register(model)
 
 
 def test_cli_names_the_refused_path_in_one_line(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.errors import ConfigError, StorageError
+from agentic_loop.paths import make_dir
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["STAGES", "ImproveStateError", "RoundState", "Watermark", "write_json"]
@@ -65,7 +66,7 @@ class ImproveStateError(StorageError):
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented JSON, atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent, what="round folder", error=StorageError)
     text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"))
 

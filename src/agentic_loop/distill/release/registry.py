@@ -100,6 +100,7 @@ from agentic_loop.distill.release.registry_audit import (
 from agentic_loop.distill.train.model_card import CARD_FILE, ModelCardError, read_card
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.models.model_dirs import adapter_base, is_adapter_dir
+from agentic_loop.paths import make_dir
 
 __all__ = ["AuditEntry", "IndexRebuiltWarning", "ModelVersion", "Registry", "RegistryError",
            "replay_audit"]
@@ -124,7 +125,7 @@ class Registry:
 
     def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 60.0) -> None:
         self.root = Path(root).expanduser()
-        if self.root.exists() and not self.root.is_dir():
+        if os.path.exists(self.root) and not os.path.isdir(self.root):  # these never raise
             raise RegistryError(f"registry path {self.root} is a file; pass a folder")
         self._lock = FileLock(str(self.root / ".lock"), timeout=lock_timeout)
         self._lock_timeout = lock_timeout
@@ -383,7 +384,7 @@ class Registry:
     @contextmanager
     def _locked(self, *, create: bool = False) -> Iterator[None]:
         if create:
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_dir(self.root, what="registry folder", error=RegistryError)
         elif not self.root.is_dir():
             raise RegistryError(f"there is no registry at {self.root}; register a model first "
                                 "(`agentic-loop register MODEL_DIR --registry ...`)")
