@@ -337,3 +337,18 @@ def test_logs_and_memories_an_app_keeps_outside_the_data_folder_are_found(world:
     assert {"elsewhere/app/runs.jsonl", "elsewhere/app-memory/cafes/entries.jsonl"} <= kept
     (elsewhere / "app" / "runs.jsonl").unlink()  # a recorded place that is gone is named
     assert any("runs.jsonl" in w for w in forget_user(BOB).warnings)
+
+
+def test_an_improve_rounds_task_pool_loses_the_users_tasks(world: World) -> None:
+    from agentic_loop.distill.release.improve_pool import write_pool
+    from agentic_loop.tasks import TaskSpec
+
+    pool = world.root / "runs" / "improve" / "round-1" / "pool.jsonl"
+    write_pool(pool, [TaskSpec(task=f"Name the bookshop of {m} in one word.")
+                      for m in MARKS.values()])
+    assert ("log", str(pool)) in {(p.kind, p.path) for p in read_places([world.data])}
+
+    report = forget_user(ALICE)
+
+    assert MARKS[ALICE] not in pool.read_text() and MARKS[BOB] in pool.read_text()
+    assert report.warnings == []

@@ -39,9 +39,11 @@ from agentic_loop.distill.data.samples import task_key
 from agentic_loop.distill.data.sources import read_runs
 from agentic_loop.distill.release.improve_state import Watermark
 from agentic_loop.distill.train.prompt_set import lock_rubric, stated_rubric
-from agentic_loop.errors import AgenticLoopError, ConfigError
+from agentic_loop.errors import AgenticLoopError, ConfigError, StorageError
 from agentic_loop.judges import Rubric
+from agentic_loop.paths import make_dir
 from agentic_loop.tasks import TaskSpec, load_tasks
+from agentic_loop.text_places import data_root, record_place
 
 __all__ = ["TrajectoryPool", "check_held_apart", "lock_pool", "locked_rubric", "read_pool",
            "trajectory_pool", "write_pool"]
@@ -145,9 +147,13 @@ def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermar
 
 
 def write_pool(path: Path, pool: Sequence[TaskSpec]) -> None:
-    """Write the round's pool as a task file (each task with its locked rubric), atomically."""
+    """Write the round's pool as a task file (each task with its locked rubric), atomically.
+
+    The pool copies users' tasks, so its place is recorded first for ``forget``.
+    """
     lines = [json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_none=True,
                                         exclude_defaults=True), ensure_ascii=False)
              for spec in pool]
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent, what="round folder", error=StorageError)
+    record_place("log", path, what="improve task pool", near=[data_root()])
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
