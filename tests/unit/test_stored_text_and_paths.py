@@ -45,7 +45,8 @@ def test_every_escape_form_is_removed_and_text_kept(attack: str) -> None:
 
 
 def test_benign_text_is_unchanged() -> None:
-    text = "Ünïcode, 中文, العربية, emoji 👍🏽 (ZWJ 👩\u200d💻), tabs\tand\nnewlines, 5 < 6 > 4 [x] ]"
+    text = ("Ünïcode, 中文, العربية, emoji 👍🏽 (ZWJ 👩\u200d💻), tabs\tand\nnewlines, "
+            "5 < 6 > 4 [x] ]")
     assert strip_control(text) == text
 
 

@@ -12,7 +12,9 @@ the usual layouts without a model:
 * street first (Netherlands, Germany, Spain, Italy...):
   ``Keizersgracht 221-B, 1015 CJ Amsterdam``, ``Hauptstraße 5, 10115 Berlin``,
   ``Calle Mayor 12``;
-* Korean: ``서울특별시 강남구 테헤란로 152``; and ``PO Box 4471``.
+* Korean: ``서울특별시 강남구 테헤란로 152``; and ``PO Box 4471``;
+* Japanese, Chinese, Russian, Polish, Nordic, Spanish/Italian/Portuguese
+  with a comma before the number: :mod:`~agentic_loop.distill.data.world_addresses`.
 
 A street needs a street word ("Street", "Rd", "laan", "straße"...) next to
 the number, so "3 easy steps" or "version 2 release" is not an address.
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
+
+from agentic_loop.distill.data.world_addresses import WORLD_PATTERNS
 
 if TYPE_CHECKING:
     from presidio_analyzer import EntityRecognizer
@@ -65,17 +69,19 @@ _KOREAN_ROMAN = re.compile(
 _STREET_FIRST = re.compile(
     r"\b(?:[A-Z][a-zäöüßéèàíóúñ'\-]*(?:straße|strasse|str\.|weg|gasse|platz|allee|ring|damm|"
     r"laan|straat|gracht|plein|kade|singel|dijk|steeg|markt)|"
+    r"(?:[A-ZÄÖÜ][a-zäöüß]+-){1,3}(?:Straße|Strasse|Str\.|Weg|Gasse|Platz|Allee|Ring|Damm)|"
     r"(?:Calle|Avenida|Av\.|Carrer|Via|Viale|Piazza|Corso|Rua|Praça)\s+(?:de\s+|del\s+|la\s+)?"
     r"[A-Z][\w'\-]+(?:\s+[A-Z][\w'\-]+)?)"
     r"\s+\d{1,5}(?:\s?[a-zA-Z](?![a-z]))?(?:[-/]\s?[\dA-Za-z]{1,4})?"
     rf"(?:,\s*(?:\d{{4}}\s?[A-Z]{{2}}|\d{{4,5}})\s+{_CITY})?")
 _KOREAN = re.compile(
     r"(?:[가-힣]+(?:특별시|광역시|특별자치시|도|시)\s+)?[가-힣]+(?:구|군|시)\s+"
-    r"(?:[가-힣]+(?:동|읍|면)\s+)?[가-힣0-9]+(?:로|길)\s*\d+(?:-\d+)?(?:\s*\d+호)?")
+    r"(?:[가-힣]+(?:동|읍|면)\s+)?[가-힣0-9]+(?:로|길|거리|가)\s*\d+(?:-\d+)?(?:\s*\d+호)?")
 _PO_BOX = re.compile(r"\b(?i:P\.?\s?O\.?\s?Box|Post Office Box)\s+\d{1,6}\b")
 # "In 2019 Apple Park opened": a year before a capitalized place is not a house number
 _YEAR_ALONE = re.compile(r"(?:19|20)\d\d\s[^,\d]*$")
-_PATTERNS = (_NUMBER_FIRST, _FRENCH, _KOREAN_ROMAN, _STREET_FIRST, _KOREAN, _PO_BOX)
+_PATTERNS = (_NUMBER_FIRST, _FRENCH, _KOREAN_ROMAN, _STREET_FIRST, _KOREAN, _PO_BOX,
+             *WORLD_PATTERNS)
 
 
 def find_addresses(text: str) -> list[tuple[int, int]]:

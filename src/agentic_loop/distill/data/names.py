@@ -63,7 +63,17 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("signoff", re.compile(rf"\b{_SIGNOFFS}[ \t]*,[ \t]*\n?[ \t]*({_SEQ})")),
     ("introduction", re.compile(rf"(?i:\bmy\s+name\s+is|\bcall\s+me|\bname:|\bsigned,?)"
                                 rf"[ \t]+({_SEQ})")),
+    # "a customer named Ravi Iyer": capitalized (not all-caps) words only, "named tuple" is none
+    ("named", re.compile(r"\b(?:named|called)[ \t]+([A-Z][a-z\u00df-\u024f'\-]+"
+                         r"(?:[ \t]+[A-Z][a-z\u00df-\u024f'\-]+){0,2})(?![\w])")),
 )
+_CAP = (r"[A-Z\u00c0-\u00de][a-z\u00df-\u024f']+"
+        r"(?:-[A-Z\u00c0-\u00de]?[a-z\u00df-\u024f']+)*(?![\w])")  # "Al-Sayed" too
+# "Explain to Priyanka Ramaswamy why": capitalized words after a verb's preposition
+_ADDRESSED = re.compile(
+    r"(?<![\w])(?i:to|for|with|from|by|cc|ask|tell|thank|invite|remind|notify|inform|"
+    r"congratulate|email|call|contact|meet|help|pay|assist|answer|about|and)[ \t]+"
+    rf"({_CAP}(?:[ \t]+(?:(?:de|van|der|von|da|di|del|la|le|bin|al|el)[ \t]+)?{_CAP}){{1,2}})")
 #: Words after a salutation or before "here" that address no one in particular.
 GENERIC = frozenset("""
 sir madam team all everyone everybody there friend friends customer customers colleague
@@ -228,14 +238,39 @@ def _pairs(text: str) -> Iterator[tuple[int, int, str]]:
         if gap not in (" ", "\t"):
             continue
         x, y = _base(a.group()), _base(b.group())
-        same_case = x[0].isupper() == y[0].isupper() and (x[0].isupper() or x.islower())
-        if not same_case:
+        if _style(x) != _style(y):  # "My NINO", "Ana SMITH" are no pairs; "ANA SMITH" is
             continue
         if (x.lower() in _KOREAN_SURNAMES and _korean_given(y)) or (
                 _korean_given(x) and y.lower() in _KOREAN_SURNAMES):
             yield a.start(), b.end(), "korean_name"
         elif _is_first(x) and _is_last(y) and not (is_english_word(x) and is_english_word(y)):
             yield a.start(), b.end(), "name_list"
+
+
+def _style(word: str) -> str:
+    """``"upper"`` (two capitals or more, all caps), ``"title"``, ``"lower"`` or ``"mixed"``."""
+    if word.isupper() and len(word) > 1:
+        return "upper"
+    if word[0].isupper():
+        return "title"
+    return "lower" if word.islower() else "mixed"
+
+
+def _addressed(text: str) -> Iterator[tuple[int, int, str]]:
+    """Capitalized first and last names after "to", "for", "with", "ask"... ("Explain to
+    Priyanka Ramaswamy why"): no word is an English word unless it is a listed name, and
+    the whole is no known place ("to Buenos Aires") nor a place phrase ("Victoria Station")."""
+    from agentic_loop.distill.data.gazetteer import is_place
+
+    for match in _ADDRESSED.finditer(text):
+        value = match.group(1)
+        words = [_base(w) for w in value.split() if w.lower() not in PARTICLES]
+        if words[-1].lower() in PLACE_WORDS or any(w.lower() in GENERIC for w in words):
+            continue
+        english = [is_english_word(w) and not (_is_first(w) or _is_last(w)) for w in words]
+        if not any(english):
+            if not is_place(value):
+                yield match.start(1), match.end(1), "addressed"
 
 
 def find_names(text: str) -> list[tuple[int, int, str]]:
@@ -251,6 +286,11 @@ def find_names(text: str) -> list[tuple[int, int, str]]:
                 continue
             found.append((*span, rule))
     found.extend(_pairs(text))
+    found.extend(_addressed(text))
+    if not text.isascii():
+        from agentic_loop.distill.data.script_names import find_script_names
+
+        found.extend((start, end, "script") for start, end in find_script_names(text))
     by_span: dict[tuple[int, int], str] = {}
     for start, end, rule in found:  # one rule names a span: the first that found it
         by_span.setdefault((start, end), rule)
@@ -291,17 +331,58 @@ def plausible_person(text: str, start: int, end: int) -> bool:
     False
     >>> plausible_person("Ask Femke Janssen about it", 4, 17)
     True
+    >>> plausible_person("Vielen Dank!", 0, 11), plausible_person("in Buenos Aires", 3, 15)
+    (False, False)
     """
+    from agentic_loop.distill.data.gazetteer import is_place
+
     value = text[start:end]
-    if code_like(value) or re.search(r"\d", value) or not re.search(r"[a-z]", value):
-        return False
+    if code_like(value) or re.search(r"\d", value) or is_place(value):
+        return False  # an id, a piece of code, or a known place ("Buenos Aires", "Kraków")
+    if not re.search(r"[A-Za-z\u00c0-\u024f]", value):  # another script: its rules decide
+        from agentic_loop.distill.data.script_names import find_script_names
+
+        return any(s < end and start < e for s, e in find_script_names(text))
+    if not any(c.islower() for c in value):
+        return False  # "ORD", "NASA": all capitals
     words = [w for w in value.split() if w.lower() not in PARTICLES]
+    if words and _foreign_stop_word(words[0]):
+        return False  # a phrase of another language: "Vielen Dank", "Ihre Nachricht"
     if len(words) > 1 and words[-1].lower() in PLACE_WORDS:
         return False  # "Victoria Station", "Jordan River"
     if len(words) == 1:
         word = words[0]
         return _is_first(word) or _is_last(word) or not is_english_word(word)
     return not all(is_english_word(w) and not (_is_first(w) or _is_last(w)) for w in words)
+
+
+@lru_cache(maxsize=1)
+def _foreign_stop_words() -> frozenset[str]:
+    """Stop words of German, Spanish, French, Italian, Portuguese and Dutch (spaCy's lists).
+
+    Each list file is run on its own: importing ``spacy.lang.fr`` would
+    compile its tokenizer exceptions first (seconds of regex work).
+    """
+    import importlib.util
+    from pathlib import Path
+
+    spacy = importlib.util.find_spec("spacy")
+    assert spacy is not None and spacy.origin is not None
+    words: set[str] = set()
+    for lang in ("de", "es", "fr", "it", "pt", "nl"):
+        path = Path(spacy.origin).parent / "lang" / lang / "stop_words.py"
+        spec = importlib.util.spec_from_file_location(f"_stop_words_{lang}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        words |= set(module.STOP_WORDS)
+    return frozenset(words)
+
+
+def _foreign_stop_word(word: str) -> bool:
+    """A stop word of another language that is no listed name ("Ihre" yes, "Ella" no)."""
+    low = word.lower().strip(".,'")
+    return low in _foreign_stop_words() and not (_is_first(low) or _is_last(low))
 
 
 def name_parts(value: str) -> tuple[list[str], list[str]]:

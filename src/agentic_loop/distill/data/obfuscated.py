@@ -5,11 +5,16 @@
 personal data as their plain forms, and no pattern recognizer for the plain
 forms matches them.
 
-* :func:`find_spelled_emails`: a local part, ``at`` / ``[at]`` / ``(at)``,
-  and a domain whose parts are joined by ``dot`` / ``[dot]`` / ``.``; the
-  domain must end in a real public suffix (the bundled list, offline).
-* :func:`find_spelled_phones`: seven or more digits given as words ("zero",
-  "oh", "double five") or digit groups, with at least one word among them.
+* :func:`find_spelled_emails`: a local part, ``at`` / ``[at]`` / ``(at)``
+  / `` @ `` (or ``arroba``, ``arobase``, ``chiocciola``, ``собака``...), and a
+  domain whose parts are joined by ``dot`` / ``[dot]`` / `` . `` / ``.`` (or
+  ``punto``, ``point``, ``Punkt``, ``точка``...): "ana . lopez @ example . com";
+  the domain must end in a real public suffix (the bundled list, offline).
+  A plain ``.`` after a spelled ``at`` counts only after a username-like
+  local part ("ana.lopez at gmail.com", not "I work at amazon.com").
+* :func:`find_spelled_phones`: seven or more digits given as words in
+  English, Spanish, Portuguese, French, Italian or German ("zero", "oh",
+  "double five", "seis", "neun") or digit groups, with at least one word.
 
 Example:
     >>> text = "write to ana dot kim at gmail dot com or call five five five, 0 1 7 5"
@@ -19,6 +24,9 @@ Example:
     ['five five five, 0 1 7 5']
     >>> find_spelled_emails("look at the data dot csv"), find_spelled_phones("one or two")
     ([], [])
+    >>> spaced = "ana . lopez @ example . com"
+    >>> find_spelled_emails(spaced) == [(0, len(spaced))]
+    True
 """
 
 from __future__ import annotations
@@ -31,15 +39,24 @@ if TYPE_CHECKING:
 
 __all__ = ["find_spelled_emails", "find_spelled_phones", "spelled_recognizers"]
 
-_DOT = r"(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|<dot>)\s*|\s+dot\s+|\.)"
-_AT = r"(?:\s*(?:\[at\]|\(at\)|\{at\}|<at>)\s*|\s+at\s+|@)"
+# "dot" and "at" as people write them in English, Spanish, Portuguese, French, Italian, German,
+# Polish and Russian; an "@" or "." with spaces around counts as spelled too
+_DOT_WORDS = r"(?:dot|punto|ponto|point|punkt|kropka|точка)"
+_AT_WORDS = r"(?:at|arroba|arobase|chiocciola|klammeraffe|małpa|malpa|собака)"
+_DOT = rf"(?:\s*[\[({{<]{_DOT_WORDS}[\])}}>]\s*|\s+{_DOT_WORDS}\s+|\s+\.\s+|\.)"
+_AT = rf"(?:\s*[\[({{<]{_AT_WORDS}[\])}}>]\s*|\s+{_AT_WORDS}\s+|\s*@\s*)"
 _PART = r"[A-Za-z0-9][A-Za-z0-9_+\-]*"
 _SPELLED_EMAIL = re.compile(
     rf"(?i)(?<![\w.@])({_PART}(?:{_DOT}{_PART}){{0,3}}){_AT}({_PART}(?:{_DOT}{_PART}){{1,3}})\b")
-_DIGIT_WORDS = {"zero": 1, "oh": 1, "o": 1, "one": 1, "two": 1, "three": 1, "four": 1,
-                "five": 1, "six": 1, "seven": 1, "eight": 1, "nine": 1}
-_PHONE_TOKEN = (r"(?:zero|oh|o|one|two|three|four|five|six|seven|eight|nine|"
-                r"double\s+\w+|triple\s+\w+|\+?\d{1,4})")
+# digits as words in English, Spanish, Portuguese, French, Italian and German
+_DIGIT_WORDS = frozenset("""
+zero oh o one two three four five six seven eight nine
+cero uno dos tres cuatro cinco seis siete ocho nueve um dois três tres quatro sete oito nove
+zéro un deux trois quatre cinq sept huit neuf due tre quattro cinque sei sette otto
+null eins zwei zwo drei vier fünf sechs sieben acht neun
+""".split())
+_WORD_ALTERNATIVES = "|".join(sorted(_DIGIT_WORDS, key=len, reverse=True))
+_PHONE_TOKEN = rf"(?:{_WORD_ALTERNATIVES}|double\s+\w+|triple\s+\w+|\+?\d{{1,4}})"
 _SPELLED_PHONE = re.compile(rf"(?i)\b{_PHONE_TOKEN}(?:[\s,.\-]{{1,3}}{_PHONE_TOKEN})+\b")
 
 
@@ -49,11 +66,14 @@ def find_spelled_emails(text: str) -> list[tuple[int, int]]:
 
     spans = []
     for match in _SPELLED_EMAIL.finditer(text):
-        if "@" in match.group() and not re.search(r"(?i)\bdot\b|\[|\(|\{|<", match.group()):
+        value = match.group()
+        spelled_dot = re.search(rf"(?i)\s{_DOT_WORDS}\s|[\[({{<]{_DOT_WORDS}|\s\.\s", value)
+        if "@" in value and not spelled_dot and not re.search(r"\s@|@\s|[\[({<]", value):
             continue  # an ordinary address: the e-mail recognizer's job
-        domain = re.sub(_DOT, ".", match.group(2), flags=re.I)
-        if re.search(r"(?i)\bat\b", match.group()) and not re.search(r"(?i)dot", match.group()):
-            continue  # "meet at home.com"-like prose needs a spelled dot to count
+        domain = re.sub(r"\s+", "", re.sub(_DOT, ".", match.group(2), flags=re.I))
+        username = re.fullmatch(r"[A-Za-z]{2}\S*[._+\d]\S*", match.group(1))  # "ana.lopez at"
+        if "@" not in value and not re.search(r"[\[({<]", value) and not (spelled_dot or username):
+            continue  # "work at amazon.com"-like prose needs a spelled dot or a username
         if offline_tld_extractor()(domain).fqdn:
             spans.append(match.span())
     return spans
@@ -65,7 +85,7 @@ def _digits(token: str) -> int:
         return len(token.lstrip("+"))
     if token.startswith(("double", "triple")):
         return 2 if token.startswith("double") else 3
-    return _DIGIT_WORDS.get(token, 0)
+    return int(token in _DIGIT_WORDS)
 
 
 def find_spelled_phones(text: str) -> list[tuple[int, int]]:
@@ -74,7 +94,7 @@ def find_spelled_phones(text: str) -> list[tuple[int, int]]:
     for match in _SPELLED_PHONE.finditer(text):
         tokens = re.findall(_PHONE_TOKEN, match.group(), flags=re.I)
         words = sum(1 for t in tokens if not t.lstrip("+").isdigit())
-        singles = sum(1 for t in tokens if t.lower() in ("o", "one"))
+        singles = sum(1 for t in tokens if t.lower() in ("o", "one", "un", "uno", "um", "due"))
         if words and sum(map(_digits, tokens)) >= 7 and words > singles / 2:
             spans.append(match.span())
     return spans

