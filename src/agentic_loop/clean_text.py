@@ -1,4 +1,4 @@
-"""Terminal escape and control sequences removed from text before it is stored.
+"""Text safe to store and to show: terminal escapes, control characters and lone surrogates removed.
 
 Why: model outputs and user tasks end up in the archive, in reflections and
 in training rows, and from there on people's terminals (``archive show``,
@@ -11,26 +11,31 @@ SOS and two-byte ``ESC x``) are removed whole, other C0 and C1 controls and
 DEL are dropped, a carriage return becomes a newline (``\\r\\n`` one
 newline), and Unicode direction overrides (the "Trojan Source" characters,
 which make text display in an order other than the one stored) are dropped.
-The raw trajectory keeps the original: JSON writes every control character
-escaped (``\\u001b``), so the audit record is exact and still harmless to
-print.
+The architectures clean every draft as they record it; a trajectory log
+written directly keeps what it was given, and JSON writes every control
+character escaped (``\\u001b``), so the raw record is exact for audit and
+still harmless to print.
+
+A surrogate *pair* (text decoded with ``surrogatepass``) is joined into
+the character it encodes; a lone one cannot be written as UTF-8 and is
+dropped, so a run is never lost to an encoding error.
 
 Example:
-    >>> strip_control("\\x1b[31mred\\x1b[0m and \\x1b]0;title\\x07plain")
+    >>> clean_text("\\x1b[31mred\\x1b[0m and \\x1b]0;title\\x07plain")
     'red and plain'
-    >>> strip_control("ok\\rrm -rf /\\r\\nnext\\x00\\x7f")
+    >>> clean_text("ok\\rrm -rf /\\r\\nnext\\x00\\x7f")
     'ok\\nrm -rf /\\nnext'
-    >>> strip_control("tabs\\tand\\nnewlines stay; é, 中文 and emoji 👍 too")
+    >>> clean_text("tabs\\tand\\nnewlines stay; é, 中文 and emoji 👍 too")
     'tabs\\tand\\nnewlines stay; é, 中文 and emoji 👍 too'
-    >>> strip_control("user\\u202eexe.txt")
-    'userexe.txt'
+    >>> clean_text("user\\u202eexe.txt"), clean_text("a\\ud800b \\ud83d\\ude00")
+    ('userexe.txt', 'ab 😀')
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["has_control", "strip_control"]
+__all__ = ["clean_text", "fix_surrogates", "has_control", "strip_control"]
 
 # Escape sequences, removed whole, in their 7-bit (ESC x) and 8-bit (C1 control) forms:
 #   OSC/DCS/SOS/PM/APC: ESC ] P X ^ _ or 0x9d 0x90 0x98 0x9e 0x9f, up to BEL or ST, or to the end;
@@ -45,17 +50,35 @@ _ESCAPE = re.compile(
 # and the bidirectional embedding/override/isolate controls.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NEWLINES = re.compile(r"\r\n?")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
-def strip_control(text: str) -> str:
-    """``text`` without escape sequences and control characters; tabs and newlines kept.
+def clean_text(text: str) -> str:
+    """``text`` without escape sequences, control characters and lone surrogates.
 
-    Idempotent, and the identity on text that has none (so applying it to
-    records read back from disk changes nothing that was clean).
+    Tabs and newlines stay. Idempotent, and the identity on text that has
+    none of them (so cleaning records read back from disk changes nothing
+    that was clean).
     """
+    text = fix_surrogates(text)
     if not has_control(text):
         return text
     return _CONTROL.sub("", _ESCAPE.sub("", _NEWLINES.sub("\n", text)))
+
+
+#: The name this module's first version gave :func:`clean_text`.
+strip_control = clean_text
+
+
+def fix_surrogates(text: str) -> str:
+    """Surrogate pairs joined, lone surrogates dropped (the rest of ``text`` untouched).
+
+    >>> fix_surrogates("\\ud83d\\ude00 and \\udc80")
+    '😀 and '
+    """
+    if not _SURROGATES.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
 
 
 def has_control(text: str) -> bool:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -43,6 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentic_loop.clean_text import clean_text, fix_surrogates
 from agentic_loop.clock import utc_now
 from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.jsonl_log import JsonlLog
@@ -79,40 +79,10 @@ __all__ = [
 SCHEMA_VERSION = 3
 Feedback = Literal["up", "down"]
 
-_SURROGATES = re.compile(r"[\ud800-\udfff]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def clean_text(text: str) -> str:
-    """``text`` safe to store and to show: lone surrogates and control characters removed.
-
-    Line ends become ``\\n``; tabs and newlines stay. A surrogate *pair* (text
-    decoded with ``surrogatepass``) is joined into the character it encodes;
-    a lone one cannot be written as UTF-8 and is dropped, as are NUL and the
-    other C0/C1 control characters, which no answer needs.
-
-    >>> clean_text("a\\x00b\\ud800c\\r\\nd\\te\\x1b[0m")
-    'abc\\nd\\te[0m'
-    >>> clean_text("\\ud83d\\ude00")
-    '😀'
-    """
-    text = _fix_surrogates(text)
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROLS.sub("", text)
-
-
-def _fix_surrogates(text: str) -> str:
-    """Surrogate pairs joined, lone surrogates dropped (the rest of ``text`` untouched)."""
-    if not _SURROGATES.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
-
-
 def _drop_surrogates(value: Any) -> Any:
     """``value`` (plain data) with lone surrogates dropped from every string in it."""
     if isinstance(value, str):
-        return _fix_surrogates(value)
+        return fix_surrogates(value)
     if isinstance(value, dict):
         return {_drop_surrogates(k): _drop_surrogates(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agentic_loop.clean_text import strip_control
+from agentic_loop.clean_text import clean_text
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.errors import AgenticLoopError
 from agentic_loop.memory import Archive, ReflexionMemory
@@ -38,16 +38,16 @@ CONTROL_BYTES = [b"\x1b", b"\x07", b"\x00", b"\x08", b"\x7f", b"\r", "\u202e".en
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_every_escape_form_is_removed_and_text_kept(attack: str) -> None:
-    cleaned = strip_control(f"before {attack}after\r\nnext")
+    cleaned = clean_text(f"before {attack}after\r\nnext")
     assert cleaned.startswith("before ") and cleaned.endswith("after\nnext")
     assert not any(ch in cleaned for ch in "\x1b\x07\x00\x08\x7f\r\x9b\u202e")
-    assert strip_control(cleaned) == cleaned  # idempotent
+    assert clean_text(cleaned) == cleaned  # idempotent
 
 
 def test_benign_text_is_unchanged() -> None:
     text = ("Ünïcode, 中文, العربية, emoji 👍🏽 (ZWJ 👩\u200d💻), tabs\tand\nnewlines, "
             "5 < 6 > 4 [x] ]")
-    assert strip_control(text) == text
+    assert clean_text(text) == text
 
 
 def _no_control_bytes(folder: Path) -> None:

@@ -34,9 +34,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from agentic_loop.clean_text import clean_text
 from agentic_loop.judges import Evaluation
 from agentic_loop.prompt_format import SYSTEM, DraftPrompt, fresh_draft_prompt
-from agentic_loop.trajectories import clean_text
 
 __all__ = ["SYSTEM", "bound_output", "chat_messages", "clean_output", "fresh_draft_prompt",
            "generate_messages", "reflect_messages", "refine_feedback", "refine_messages",
@@ -120,7 +120,7 @@ _PREAMBLE = re.compile(r'^[^"\n]{0,100}:\s*\n*\s*(["“])(?P<body>[^"”\n]+)["�
 
 
 def bound_output(text: str, max_chars: int | None) -> tuple[str, int | None]:
-    """Model text as a draft may hold it: cleaned (:func:`~agentic_loop.trajectories.clean_text`)
+    """Model text as a draft may hold it: cleaned (:func:`~agentic_loop.clean_text.clean_text`)
     and cut to ``max_chars``; also the length before the cut (None when nothing was cut).
 
     >>> bound_output("ab\\x00cdef", 3)

@@ -39,7 +39,7 @@ from pydantic import (
     field_validator,
 )
 
-from agentic_loop.clean_text import strip_control
+from agentic_loop.clean_text import clean_text
 from agentic_loop.clock import utc_now
 from agentic_loop.errors import ConfigError
 
@@ -74,7 +74,7 @@ def _finite(value: float | None) -> float | None:
 
 
 # Stored text is printed on terminals and trained on: escape sequences and controls go first.
-Text = Annotated[str, AfterValidator(strip_control), AfterValidator(_not_blank)]
+Text = Annotated[str, AfterValidator(clean_text), AfterValidator(_not_blank)]
 
 
 class MemoryRecord(BaseModel):
@@ -141,7 +141,7 @@ class ReflectionEntry(MemoryRecord):
 
     task: Text
     reflection: Text
-    failure_summary: Annotated[str, AfterValidator(strip_control)] = ""
+    failure_summary: Annotated[str, AfterValidator(clean_text)] = ""
     outcome: str | None = None
     trial: Annotated[int, Field(ge=0)] = 0
 
