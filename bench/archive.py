@@ -54,8 +54,8 @@ import corpus
 from archive_add import bench_add
 
 from agentic_loop.memory import Archive, Embedder
+from agentic_loop.memory.collection.index import VectorIndex
 from agentic_loop.memory.embeddings import normalize_rows
-from agentic_loop.memory.index import VectorIndex
 
 RESULTS = Path(__file__).parent / "results" / "archive.json"
 CACHE = Path(__file__).parent / ".cache"

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from langchain_core.messages import HumanMessage
 
-from agentic_loop.models.engine import GenerationParams, GenerationRequest
-from agentic_loop.models.grammar import JsonGrammar, constrained_json_schema
+from agentic_loop.models.engine.engine import GenerationParams, GenerationRequest
+from agentic_loop.models.engine.grammar import JsonGrammar, constrained_json_schema
 
 TEMPERATURE, TOP_P = 0.7, 0.95
 

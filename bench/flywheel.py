@@ -1,6 +1,6 @@
 """Flywheel benchmark: do improve rounds beat one SFT round given the same training steps?
 
-``agentic_loop.distill.release.improve`` runs the training-time loop in
+``agentic_loop.distill.loop.improve`` runs the training-time loop in
 rounds: the current model samples a task pool, what passes each task's
 checks (and hinted retries) becomes SFT data, a LoRA is trained, and a gate
 compares it with the current model on a golden set; the next round starts
@@ -102,7 +102,7 @@ def eval_kwargs(o: Options, golden: list[TaskSpec], embedder: Any) -> dict[str, 
 def run_improve(o: Options, pool: list[TaskSpec], golden: list[TaskSpec], work: Path,
                 console: Console) -> Any:
     from agentic_loop.demo_improve import StageProgress
-    from agentic_loop.distill.release.improve import ImproveSettings, improve
+    from agentic_loop.distill.loop.improve import ImproveSettings, improve
     from agentic_loop.memory import HashingEmbedder
     from agentic_loop.progress import progress_bar
 
@@ -124,8 +124,8 @@ def run_improve(o: Options, pool: list[TaskSpec], golden: list[TaskSpec], work: 
 def run_sft(o: Options, golden: list[TaskSpec], data: Path, steps: int, work: Path,
             console: Console) -> dict[str, Any]:
     """One SFT run of ``steps`` on the first round's data, gated against the base."""
-    from agentic_loop.distill.release.evaluate import evaluate_models
-    from agentic_loop.distill.release.improve_report import golden_stats
+    from agentic_loop.distill.eval.evaluate import evaluate_models
+    from agentic_loop.distill.loop.report import golden_stats
     from agentic_loop.distill.train import train
     from agentic_loop.memory import HashingEmbedder
 

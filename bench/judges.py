@@ -120,7 +120,7 @@ def bench_spread(per_brief: int) -> dict[str, Any]:
 
 
 def bench_sandbox(runs: int) -> dict[str, Any]:
-    from agentic_loop.judges.sandbox import isolation_mode, run_python_tests
+    from agentic_loop.judges.sandbox.run import isolation_mode, run_python_tests
 
     def timed(fn: Any) -> float:
         times = []
@@ -164,8 +164,8 @@ def _previous_sandbox() -> Any | None:
 
 def bench_sandbox_isolation(runs: int) -> dict[str, Any]:
     """Cost per run of the isolated sandbox against a bare interpreter, before and after."""
-    from agentic_loop.judges.sandbox import run_python_tests, sandbox_layers
-    from agentic_loop.judges.sandbox_isolation import bwrap_command, isolation
+    from agentic_loop.judges.sandbox.isolation import bwrap_command, isolation
+    from agentic_loop.judges.sandbox.run import run_python_tests, sandbox_layers
 
     def timed(fn: Any) -> float:
         fn()  # warm-up: the first call probes the layers

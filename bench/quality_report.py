@@ -2,7 +2,7 @@
 
 Why its own module: the run (``quality.py``) only produces per-task pass/fail
 and scores with their cost; everything a reader looks at is computed here,
-from those lists alone, with :mod:`agentic_loop.distill.release.stats`.
+from those lists alone, with :mod:`agentic_loop.distill.eval.stats`.
 
 Per row: pass rate with its Wilson 95% interval, mean score with a t
 interval, LLM calls and tokens, *LLM-seconds* (seconds the decoding engine
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.release.stats import compare, holm, t_interval, verdict, wilson
+from agentic_loop.distill.eval.stats import compare, holm, t_interval, verdict, wilson
 
 BASELINE = "single-shot"
 DELTA = 0.10  # the pass-rate difference the power note is about

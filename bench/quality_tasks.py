@@ -113,8 +113,8 @@ def load_golden(path: Path | None) -> list[TaskSpec]:
     """
     if path is None or not path.is_file():
         return []
-    from agentic_loop.distill.release.golden import load_golden as read
-    from agentic_loop.judges.task_constraint_parser import constraints_from_task
+    from agentic_loop.distill.eval.golden import load_golden as read
+    from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
 
     out = []
     for s in read(path):

@@ -214,7 +214,7 @@ print((trained.model_dir / "model_card.yaml").read_text()[:600])"""),
 it in-process, `agentic-loop serve` through vLLM. The gate runs both models single-shot on the
 held-out tasks with the same checks and applies a paired t-test: PROMOTE when significantly
 better, ROLLBACK when the mean falls below 95% of the baseline's, otherwise MANUAL_REVIEW."""),
-    ("code", """from agentic_loop.distill.release.gate import gate
+    ("code", """from agentic_loop.distill.eval.gate import gate
 candidate = load_chat_model(trained.spec, max_tokens=40)
 def single_shot(model):
     runs = Reflection(model, max_iterations=1).batch([t.task for t in held_out], max_concurrency=8)

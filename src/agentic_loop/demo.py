@@ -7,7 +7,7 @@
    archive, then ArchiveRefine again on the warm archive. Every run is a
    trajectory.
 3. Training-time loop: ``rounds`` improve rounds
-   (:func:`~agentic_loop.distill.release.improve.improve`) on the train tasks:
+   (:func:`~agentic_loop.distill.loop.improve.improve`) on the train tasks:
    the current model samples them, what passes their checks (and hinted
    retries) goes through the export (PII gate, curation) into SFT data, a
    LoRA is trained, and the gate compares it with the current model on the
@@ -56,7 +56,7 @@ class DemoOptions:
     to two tries);
     ``thresholds`` the score (0-10) each round's training data must reach;
     ``rollback_ratio`` the gate's rollback rule (see
-    :func:`~agentic_loop.distill.release.gate.gate`), loose for a small held-out set.
+    :func:`~agentic_loop.distill.eval.gate.gate`), loose for a small held-out set.
     """
 
     n_tasks: int = 30
@@ -113,7 +113,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
              embedder: Any = None) -> dict[str, Any]:
     """Run the demo into ``out``; returns (and writes) the report.
 
-    ``backend`` (an :class:`~agentic_loop.distill.release.improve.ImproveBackend`)
+    ``backend`` (an :class:`~agentic_loop.distill.loop.improve.ImproveBackend`)
     is how the demo reaches models, and ``embedder`` the archive's and the
     curation's embedder; the defaults are the real ones (tests pass scripted models
     and the hashing embedder).

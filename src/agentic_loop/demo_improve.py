@@ -1,7 +1,7 @@
 """The demo's training-time loop: improve rounds on the train tasks, gated on the held-out ones.
 
 Why a module of its own: the demo used to distill once from the logged runs;
-the training-time loop is now :func:`~agentic_loop.distill.release.improve.improve`
+the training-time loop is now :func:`~agentic_loop.distill.loop.improve.improve`
 (grow, hint retry, train, gate, register, promote, round after round), so the
 demo runs a few small rounds of it and shows the curve. This module holds the
 demo-sized settings (a held-out set of a handful of tasks may decide, and only
@@ -40,7 +40,7 @@ from agentic_loop.tasks import TaskSpec
 
 if TYPE_CHECKING:
     from agentic_loop.demo import DemoOptions
-    from agentic_loop.distill.release.improve import ImproveResult
+    from agentic_loop.distill.loop.improve import ImproveResult
 
 __all__ = ["StageProgress", "fmt_rate", "improve_summary", "round_row", "rounds_table",
            "run_rounds"]
@@ -75,7 +75,7 @@ def run_rounds(opts: DemoOptions, pool: Sequence[TaskSpec], golden: Sequence[Tas
                registry: Any, work: Path, embedder: Any, console: Console, *,
                backend: Any = None) -> ImproveResult:
     """``opts.rounds`` improve rounds of ``pool``, gated on ``golden``, into ``work``."""
-    from agentic_loop.distill.release.improve import ImproveSettings, improve
+    from agentic_loop.distill.loop.improve import ImproveSettings, improve
     from agentic_loop.progress import progress_bar
 
     settings = ImproveSettings(

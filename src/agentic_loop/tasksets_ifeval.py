@@ -12,14 +12,14 @@ instruction (sometimes two), phrased from one of several templates.
 The split is **by template**: every family keeps one phrasing in three for
 the held-out split, so held-out tasks word their demands differently from
 anything trained on. Every task's stated demands read back through
-:func:`~agentic_loop.judges.task_constraint_parser.constraints_from_task` as
+:func:`~agentic_loop.judges.checks.task_constraint_parser.constraints_from_task` as
 exactly its ``constraints`` (the unit tests check every family).
 
 Example:
     >>> tasks = ifeval_tasks(4, seed=1, split="held_out")
     >>> [t.split for t in tasks], ifeval_tasks(4, seed=1, split="held_out") == tasks
     (['held_out', 'held_out', 'held_out', 'held_out'], True)
-    >>> from agentic_loop.judges.task_constraint_parser import constraints_from_task
+    >>> from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
     >>> all(constraints_from_task(t.task) == t.constraints for t in tasks)
     True
 """

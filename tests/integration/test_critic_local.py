@@ -13,8 +13,8 @@ from agentic_loop.judges import (
     copywriting_rubric,
     spread_report,
 )
-from agentic_loop.judges.lexicon import CLICHES
-from agentic_loop.judges.text_measures import find_words, word_count
+from agentic_loop.judges.checks.lexicon import CLICHES
+from agentic_loop.judges.checks.text_measures import find_words, word_count
 
 pytestmark = pytest.mark.slow
 

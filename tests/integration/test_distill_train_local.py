@@ -16,7 +16,7 @@ from safetensors import safe_open
 from transformers import TrainerCallback
 from typer.testing import CliRunner
 
-from agentic_loop.distill.release.gate import Decision
+from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.train import TrainError, TrainResult, train
 from agentic_loop.distill.train.model_card import read_card
 from agentic_loop.models import load_chat_model
@@ -146,7 +146,7 @@ def test_unmerged_lora_keeps_an_adapter(dataset: Path, tmp_path: Path) -> None:
 
 
 def test_evaluate_models_on_real_models(sft_full: TrainResult, tmp_path: Path) -> None:
-    from agentic_loop.distill.release.evaluate import evaluate_models
+    from agentic_loop.distill.eval.evaluate import evaluate_models
 
     golden = tmp_path / "golden.jsonl"
     golden.write_text("\n".join(json.dumps(r) for r in [
@@ -183,7 +183,7 @@ def test_cli_trains_sft_then_dpo(dataset: Path, tmp_path: Path) -> None:
 
 
 def test_the_whole_loop_from_trajectories(tmp_path: Path) -> None:
-    from agentic_loop.distill.release.pipeline import distill_loop
+    from agentic_loop.distill.loop.pipeline import distill_loop
     from agentic_loop.distill.release.registry import Registry
     from agentic_loop.memory import HashingEmbedder
     from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from agentic_loop.memory import Archive, ArchiveStore, Embedder, ReflexionMemory
-from agentic_loop.memory.index import VectorIndex
+from agentic_loop.memory.collection.index import VectorIndex
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,8 @@ from agentic_loop.memory import (
     ReflexionMemory,
     read_collections,
 )
+from agentic_loop.memory.collection.replay import LogReplay
 from agentic_loop.memory.records import Tombstone
-from agentic_loop.memory.replay import LogReplay
 
 
 @pytest.fixture
@@ -195,7 +195,7 @@ def test_the_collections_and_the_reader_share_one_replay(
     assert replay.live_rows() == [1, 2] and not replay.is_live(0)
     replay.apply([b], reset=True)
     assert replay.rows == [b] and replay.latest == {"b": 0}
-    from agentic_loop.memory import snapshot
+    from agentic_loop.memory.collection import snapshot
 
     assert snapshot.LogReplay is LogReplay
     with Archive(tmp_path, embedder=emb) as archive:

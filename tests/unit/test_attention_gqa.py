@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from agentic_loop.models.attention import GQA_SDPA, use_gqa_sdpa
-from agentic_loop.models.decode_batch import new_cache
+from agentic_loop.models.engine.attention import GQA_SDPA, use_gqa_sdpa
+from agentic_loop.models.engine.decode_batch import new_cache
 
 
 def _tiny(attn: str) -> torch.nn.Module:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agentic_loop.distill.release.stats import (
+from agentic_loop.distill.eval.stats import (
     compare,
     discordant,
     holm,

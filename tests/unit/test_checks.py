@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_loop.judges import text_measures
+from agentic_loop.judges.checks import text_measures
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentic_loop.judges.constraint_features import (
+from agentic_loop.judges.checks.constraint_features import (
     CONSTRAINT_KEYWORDS,
     constraint_feature,
     constraints_to_text,

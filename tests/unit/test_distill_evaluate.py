@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.distill.release.diversity import diversity
-from agentic_loop.distill.release.evaluate import evaluate_models
-from agentic_loop.distill.release.gate import Decision
-from agentic_loop.distill.release.golden import GoldenError, GoldenTask, load_golden
+from agentic_loop.distill.eval.diversity import diversity
+from agentic_loop.distill.eval.evaluate import evaluate_models
+from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.eval.golden import GoldenError, GoldenTask, load_golden
 from agentic_loop.errors import TaskError
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import HashingEmbedder

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from agentic_loop.distill.release.gate import Decision, gate
+from agentic_loop.distill.eval.gate import Decision, gate
 from agentic_loop.errors import ConfigError
 
 

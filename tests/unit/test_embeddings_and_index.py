@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from agentic_loop.memory import Embedder, EmbedderError, HashingEmbedder
+from agentic_loop.memory.collection.index import IndexFileError, VectorIndex
+from agentic_loop.memory.collection.layout import namespace_dir, namespace_of
 from agentic_loop.memory.embeddings import DEFAULT_MODEL_NAME, TextEmbedder, default_model_dir
-from agentic_loop.memory.index import IndexFileError, VectorIndex
-from agentic_loop.memory.layout import namespace_dir, namespace_of
 
 
 def test_hashing_embedder_is_normalized_deterministic_and_lexical() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from agentic_loop.models.engine import GenerationEngine, GenerationParams, GenerationRequest
+from agentic_loop.models.engine.engine import GenerationEngine, GenerationParams, GenerationRequest
 from agentic_loop.models.errors import ModelCallError
 
 VOCAB = 64

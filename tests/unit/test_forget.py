@@ -27,7 +27,7 @@ from agentic_loop.distill import (
     forget_user,
     withdraw_consent,
 )
-from agentic_loop.distill.data.forget.api import subject_digest
+from agentic_loop.distill.forget.api import subject_digest
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
 from agentic_loop.distill.train.training_data import read_pair_rows, read_sft_rows

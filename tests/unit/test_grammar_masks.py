@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, Field
 
-from agentic_loop.models.grammar import (
+from agentic_loop.models.engine.grammar import (
     JsonGrammar,
     allocate_token_masks,
     apply_token_masks,

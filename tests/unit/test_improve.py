@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from agentic_loop.distill.loop.improve import ImproveBackend, ImproveSettings, improve
 from agentic_loop.distill.release import Registry
-from agentic_loop.distill.release.improve import ImproveBackend, ImproveSettings, improve
 from agentic_loop.distill.train import TrainResult, TrainSettings
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, read_card, write_card
 from agentic_loop.errors import ConfigError
@@ -291,7 +291,7 @@ def test_a_deleted_round_state_does_not_register_the_round_twice(tmp_path: Path)
 ])
 def test_a_round_state_of_the_wrong_shape_is_a_clear_error(tmp_path: Path, text: str,
                                                            problem: str) -> None:
-    from agentic_loop.distill.release.improve_state import ImproveStateError
+    from agentic_loop.distill.loop.state import ImproveStateError
 
     state = tmp_path / "work" / "round-001" / "state.json"
     state.parent.mkdir(parents=True)

@@ -17,7 +17,7 @@ from langchain_core.tools import tool
 from pydantic import BaseModel, Field
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.grammar import PLAIN_TEXT_PATTERN
+from agentic_loop.models.engine.grammar import PLAIN_TEXT_PATTERN
 from agentic_loop.models.structured_output import message_text
 from agentic_loop.models.tools import ToolPlan, as_chunk, chat_dicts
 

@@ -20,9 +20,9 @@ from langchain_core.messages import HumanMessage
 from agentic_loop.distill.release.live_model import RegistryChatModel
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.models import load_chat_model
+from agentic_loop.models.engine.requests import GenerationParams, GenerationRequest
 from agentic_loop.models.errors import ModelCallError, ModelLoadError
 from agentic_loop.models.local import loaded_engine, release_engine
-from agentic_loop.models.requests import GenerationParams, GenerationRequest
 from agentic_loop.models.weights import load_causal_lm
 
 WORDS = ["hello", "world", "ink", "quill", "paper", "lamp", "user", "assistant", ":", "yes",
@@ -186,7 +186,7 @@ def test_a_chat_model_whose_engine_was_released_loads_it_again(base_dir: Path) -
 
 def test_kl_drift_of_an_adapter_is_measured_on_its_merged_weights(base_dir: Path,
                                                                    adapter_dir: Path) -> None:
-    from agentic_loop.distill.release.drift import kl_drift
+    from agentic_loop.distill.eval.drift import kl_drift
 
     prompts = ["hello world", "red blue green tea"]
     assert kl_drift(base_dir, base_dir, prompts).mean_kl == pytest.approx(0.0, abs=1e-6)

@@ -23,7 +23,7 @@ PACKAGE_DIR = Path(agentic_loop.__file__).parent
 #: sandbox, one self-contained program that must not import the package. Its raises emulate
 #: Python's own (NameError for a missing name, PermissionError for a refused call) to the
 #: tested code, and it is one file because it is sent as one string.
-SANDBOX_PROGRAM = PACKAGE_DIR / "judges" / "_sandbox_runner.py"
+SANDBOX_PROGRAM = PACKAGE_DIR / "judges" / "sandbox" / "_runner.py"
 SOURCES = sorted(p for p in PACKAGE_DIR.rglob("*.py") if p != SANDBOX_PROGRAM)
 
 #: Builtins the package may still raise: protocol errors Python itself expects.
@@ -75,7 +75,7 @@ def test_every_exception_class_derives_from_the_root() -> None:
     offenders = []
     seen = 0
     for name in _modules():
-        if name == "agentic_loop.judges._sandbox_runner":  # see SANDBOX_PROGRAM
+        if name == "agentic_loop.judges.sandbox._runner":  # see SANDBOX_PROGRAM
             continue
         module = importlib.import_module(name)
         for _, cls in inspect.getmembers(module, inspect.isclass):

@@ -150,6 +150,8 @@ def _view(index: RegistryIndex) -> tuple[list[tuple[str, str]], str | None, list
 
 def check_consistent(root: Path, scratch: Path) -> str:
     """Assert the module doc's invariants; say how the index on disk stood to the log."""
+    if not root.exists():  # killed before its first write (a loaded machine starts slowly)
+        return "nothing written yet"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LogCorruptionWarning)  # a torn last line is expected
         warnings.simplefilter("ignore", IndexRebuiltWarning)

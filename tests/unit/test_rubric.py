@@ -8,7 +8,7 @@ import random
 import pytest
 
 from agentic_loop.judges import CheckResult, Evaluation, Feature, Rubric
-from agentic_loop.judges.constraint_features import CONSTRAINT_KEYWORDS
+from agentic_loop.judges.checks.constraint_features import CONSTRAINT_KEYWORDS
 
 # -- Feature ---------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from agentic_loop.judges import (
     instruction_rubric,
     math_rubric,
 )
-from agentic_loop.judges.text_measures import find_words
+from agentic_loop.judges.checks.text_measures import find_words
 
 ALL_TRUE = {"on_brief": True, "concrete_imagery": True, "engaging": True}
 

@@ -20,7 +20,7 @@ from agentic_loop.architectures.nodes import DEFAULT_MAX_OUTPUT_CHARS
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import Archive, HashingEmbedder, ReflexionMemory
-from agentic_loop.memory.store_index import store_index
+from agentic_loop.memory.store.index import store_index
 from agentic_loop.testing import ScriptedChatModel
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
 

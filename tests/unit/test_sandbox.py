@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from agentic_loop.errors import ConfigError, JudgeError
-from agentic_loop.judges import sandbox
-from agentic_loop.judges.sandbox import (
+from agentic_loop.judges.sandbox import run as sandbox
+from agentic_loop.judges.sandbox.isolation import fallback_isolation, isolation
+from agentic_loop.judges.sandbox.run import (
     ALL_LAYERS,
     SandboxUnavailableError,
     run_python_tests,
     sandbox_layers,
 )
-from agentic_loop.judges.sandbox_isolation import fallback_isolation, isolation
-from agentic_loop.judges.sandbox_seccomp import seccomp_filter
+from agentic_loop.judges.sandbox.seccomp import seccomp_filter
 
 FAST = {"timeout_s": 2.0, "memory_mb": 256}
 

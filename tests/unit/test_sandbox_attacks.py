@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.judges.sandbox import ALL_LAYERS, SandboxResult, run_python_tests
-from agentic_loop.judges.sandbox_isolation import isolation
+from agentic_loop.judges.sandbox.isolation import isolation
+from agentic_loop.judges.sandbox.run import ALL_LAYERS, SandboxResult, run_python_tests
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's layers are Linux's")
 

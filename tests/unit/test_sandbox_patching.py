@@ -14,8 +14,8 @@ import math
 
 import pytest
 
-from agentic_loop.judges import _sandbox_runner as runner
-from agentic_loop.judges.sandbox import SandboxResult, run_python_tests
+from agentic_loop.judges.sandbox import _runner as runner
+from agentic_loop.judges.sandbox.run import SandboxResult, run_python_tests
 
 HAS_NUMPY = importlib.util.find_spec("numpy") is not None
 

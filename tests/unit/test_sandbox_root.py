@@ -23,22 +23,22 @@ from pathlib import Path
 
 import pytest
 
-from agentic_loop.judges import sandbox
-from agentic_loop.judges.sandbox import (
-    ALL_LAYERS,
-    SandboxResult,
-    SandboxUnavailableError,
-    run_python_tests,
-)
-from agentic_loop.judges.sandbox_bwrap import plan_memory
-from agentic_loop.judges.sandbox_isolation import (
+from agentic_loop.judges.sandbox import run as sandbox
+from agentic_loop.judges.sandbox.bwrap import plan_memory
+from agentic_loop.judges.sandbox.isolation import (
     Isolation,
     _layers,
     _probe,
     bwrap_executable,
     isolation,
 )
-from agentic_loop.judges.sandbox_launch import Launcher
+from agentic_loop.judges.sandbox.launch import Launcher
+from agentic_loop.judges.sandbox.run import (
+    ALL_LAYERS,
+    SandboxResult,
+    SandboxUnavailableError,
+    run_python_tests,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's layers are Linux's")
 
@@ -397,7 +397,7 @@ def test_a_non_root_caller_gets_every_layer_too(tmp_path: Path) -> None:
     bare = as_user([str(bwrap_executable()), "--unshare-all", "--ro-bind", "/", "/", "true"])
     if bare.returncode != 0:
         pytest.skip(f"this kernel refuses user namespaces to unprivileged users ({bare.stderr})")
-    script = ("from agentic_loop.judges.sandbox import run_python_tests, sandbox_layers\n"
+    script = ("from agentic_loop.judges.sandbox.run import run_python_tests, sandbox_layers\n"
               "r = run_python_tests('def f():\\n    return 2', 'assert f() == 2')\n"
               "print(r.passed, len(sandbox_layers()), r.isolation)\n")
     done = as_user([sys.executable, "-c", script])

@@ -25,7 +25,7 @@ from agentic_loop.memory import (
     open_memory,
     store_index,
 )
-from agentic_loop.memory.store_memory import META_PREFIX
+from agentic_loop.memory.store.policy import META_PREFIX
 from agentic_loop.testing import ScriptedChatModel
 
 ONE_WORD = Rubric.for_constraints(exact_words=1)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from agentic_loop.models import StructuredOutputError, load_chat_model
-from agentic_loop.models.grammar import PLAIN_TEXT_PATTERN, constrained_json_schema
+from agentic_loop.models.engine.grammar import PLAIN_TEXT_PATTERN, constrained_json_schema
 from agentic_loop.models.structured_output import parse_structured
 from agentic_loop.testing import ScriptedChatModel, ScriptExhausted
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentic_loop.models.token_sampling import NUCLEUS_CANDIDATES, nucleus, sample_tokens
+from agentic_loop.models.engine.token_sampling import NUCLEUS_CANDIDATES, nucleus, sample_tokens
 
 
 def _draw(logits: torch.Tensor, temperature: float, top_p: float, n: int) -> list[int]:
@@ -72,7 +72,7 @@ def test_a_seeded_row_draws_the_same_whatever_shares_its_batch() -> None:
 
 @pytest.mark.parametrize("u", [0.0, 1 - 1e-7])
 def test_the_edges_of_the_uniform_pick_a_token_with_mass(u: float) -> None:
-    from agentic_loop.models.token_sampling import _inverse_cdf
+    from agentic_loop.models.engine.token_sampling import _inverse_cdf
 
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]])
     pick = int(_inverse_cdf(probs, torch.tensor([u]))[0])

@@ -24,7 +24,7 @@ The archive is read and written through the graph's LangGraph store, in
 the namespace ``("archive", <namespace>)``: by default a local archive on
 disk (quality compounds across runs and processes), or any store passed as
 ``store=`` (a ``PostgresStore`` shared by many workers); see
-:mod:`agentic_loop.memory.slots`.
+:mod:`agentic_loop.memory.collection.slots`.
 (Known in the seed walkthrough as "RLHF-style self-improvement", which it is
 not: no reward model is trained. ``RLHFSelfImprovement`` is kept as an alias.)
 
@@ -73,8 +73,8 @@ from agentic_loop.architectures.state import LoopState
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import Archive
+from agentic_loop.memory.collection.slots import UNSET, memory_slot
 from agentic_loop.memory.records import ArchiveEntry
-from agentic_loop.memory.slots import UNSET, memory_slot
 from agentic_loop.prompt_format import ExemplarStyle, rubric_requirements
 from agentic_loop.trajectories import Round
 

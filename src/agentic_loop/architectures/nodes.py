@@ -57,8 +57,8 @@ from agentic_loop.architectures.sampling import (
 )
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.judges import Critic, Critique, Feature, Rubric
-from agentic_loop.judges.constraint_features import constraint_feature
-from agentic_loop.judges.task_constraint_parser import constraints_from_task
+from agentic_loop.judges.checks.constraint_features import constraint_feature
+from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
 from agentic_loop.models.wrappers import model_id_of

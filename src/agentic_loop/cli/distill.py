@@ -161,7 +161,7 @@ def distill_command(
         result = train(data, out, method=method, base=base, merge_lora=not no_merge, **options)
         _print_training(result)
         return
-    from agentic_loop.distill.release import distill_loop
+    from agentic_loop.distill.loop import distill_loop
 
     assert golden is not None and from_trajectories
     if no_merge:

@@ -41,7 +41,7 @@ from agentic_loop.cli.common import console, err_console
 from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agentic_loop.distill.data.forget import ForgetReport
+    from agentic_loop.distill.forget import ForgetReport
 
 __all__ = ["forget_command"]
 
@@ -91,7 +91,7 @@ def forget_command(
 
     Example: agentic-loop forget --user alice@example.com
     """
-    from agentic_loop.distill.data.forget import (
+    from agentic_loop.distill.forget import (
         DEFAULT_AUDIT_LOG,
         enforce_retention,
         forget_user,

@@ -1,6 +1,6 @@
 """``agentic-loop improve``: rounds of grow, hint retry, train, gate, register, promote.
 
-The flywheel in one command (:func:`agentic_loop.distill.release.improve`):
+The flywheel in one command (:func:`agentic_loop.distill.loop.improve`):
 the current model samples a task pool, its passing answers (and hinted
 retries) become training data through the export's PII gate and curation,
 a LoRA is trained from the model the gate last kept, and the candidate is
@@ -132,7 +132,7 @@ def improve_command(
 
         agentic-loop improve --from-trajectories runs/trajectories --golden g.jsonl --method grpo
     """
-    from agentic_loop.distill.release.improve import ImproveSettings, improve
+    from agentic_loop.distill.loop.improve import ImproveSettings, improve
 
     train_options: dict[str, Any] = {"lora": lora, "max_steps": train_steps,
                                      "learning_rate": learning_rate, "batch_size": batch_size}

@@ -32,7 +32,8 @@ from agentic_loop.cli.common import console, err_console
 from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agentic_loop.distill.release import EvalReport, Registry
+    from agentic_loop.distill.eval import EvalReport
+    from agentic_loop.distill.release import Registry
 
 __all__ = ["DEFAULT_REGISTRY", "REGISTRY_HELP", "eval_command", "open_registry",
            "promote_command", "register_command", "registry_command", "rollback_command"]
@@ -75,7 +76,7 @@ def eval_command(
         agentic-loop eval --baseline local --candidate local:m1 --golden g.jsonl --arch reflection
     """
     from agentic_loop.architectures import ARCHITECTURES
-    from agentic_loop.distill.release import evaluate_models
+    from agentic_loop.distill.eval import evaluate_models
 
     if arch is not None and arch not in ARCHITECTURES:
         raise ConfigError(f"--arch must be one of {', '.join(ARCHITECTURES)}, got {arch!r}")

@@ -1,6 +1,7 @@
 """The training loop: logged runs become data, data becomes weights, weights are gated and served.
 
-Three stages, one subpackage each, each importable on its own:
+Four stages, one subpackage each, importable on their own, in the order data
+flows (each imports only the stages before it), with the loop on top:
 
 :mod:`agentic_loop.distill.data`
     trajectory logs (and archives) through filters and the PII gate into
@@ -10,10 +11,18 @@ Three stages, one subpackage each, each importable on its own:
     an exported folder into a trained model and its ``model_card.yaml``
     (:func:`train`: TRL SFT and/or DPO, LoRA or full, resumable; or GRPO on a
     task file, each task's locked rubric as the reward).
+:mod:`agentic_loop.distill.eval`
+    a candidate against the current model on a golden set
+    (:func:`evaluate_models`, :func:`gate`).
 :mod:`agentic_loop.distill.release`
-    a candidate against the current model on a golden set (:func:`evaluate_models`,
-    :func:`gate`), then the :class:`Registry` (promote, rollback) and vLLM
-    (:func:`serve`); :func:`distill_loop` runs all three stages in one call.
+    the :class:`Registry` (promote, rollback), vLLM behind a front proxy
+    (:func:`serve`), canary and shadow routing, monitors.
+:mod:`agentic_loop.distill.loop`
+    improvement rounds over all four (:func:`improve`), and the one-shot
+    pipeline (:func:`distill_loop`).
+:mod:`agentic_loop.distill.forget`
+    a user's data, or data past a retention age, erased from logs, memories,
+    datasets and the registry's records.
 
 Presidio and spaCy load only when a :class:`PiiGate` in ``"spacy"`` or
 ``"regex"`` mode is built, and training, evaluation, registry and serving load
@@ -47,23 +56,18 @@ from agentic_loop.distill.data import (
     sft_rows,
     trajectory_samples,
 )
-from agentic_loop.distill.data.forget import (
+from agentic_loop.distill.eval import Decision, EvalReport, GateDecision, evaluate_models, gate
+from agentic_loop.distill.forget import (
     ForgetReport,
     enforce_retention,
     forget_user,
     withdraw_consent,
 )
+from agentic_loop.distill.loop import distill_loop, improve
 from agentic_loop.distill.release import (
-    Decision,
-    EvalReport,
-    GateDecision,
     Registry,
     RegistryError,
     VLLMServer,
-    distill_loop,
-    evaluate_models,
-    gate,
-    improve,
     serve,
     serve_registered,
 )

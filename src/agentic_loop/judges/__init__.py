@@ -13,17 +13,18 @@ Example:
     (10.0, True)
 """
 
-from agentic_loop.judges.constraint_features import (
+from agentic_loop.judges.checks.constraint_features import (
     CONSTRAINT_KEYWORDS,
     constraint_feature,
     constraints_to_text,
 )
+from agentic_loop.judges.checks.lexicon import CLICHES
+from agentic_loop.judges.checks.text_measures import extract_code
 from agentic_loop.judges.critic import Critic, CriticError, Critique
 from agentic_loop.judges.evaluation import Evaluation, FailedCheck, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature
 from agentic_loop.judges.guards import GuardReport, inspect_output
 from agentic_loop.judges.judge_calls import JudgeCallError, JudgeError
-from agentic_loop.judges.lexicon import CLICHES
 from agentic_loop.judges.llm_judge import Judgement, LLMJudge
 from agentic_loop.judges.ready_rubrics import (
     code_rubric,
@@ -32,14 +33,13 @@ from agentic_loop.judges.ready_rubrics import (
     math_rubric,
 )
 from agentic_loop.judges.rubric import Rubric
-from agentic_loop.judges.sandbox import (
+from agentic_loop.judges.sandbox.run import (
     SandboxResult,
     SandboxUnavailableError,
     run_python_tests,
     sandbox_layers,
 )
 from agentic_loop.judges.spread import SpreadReport, spread_report
-from agentic_loop.judges.text_measures import extract_code
 
 __all__ = [
     "CLICHES",

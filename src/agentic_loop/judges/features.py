@@ -107,7 +107,7 @@ class Feature:
         target: ``(min, max)`` for a count (``max`` may be ``None``).
         constraint: the ``(keyword, value)`` a constraint feature was built
             from, so the rubric can be saved and rebuilt; set by
-            :func:`~agentic_loop.judges.constraint_features.constraint_feature`.
+            :func:`~agentic_loop.judges.checks.constraint_features.constraint_feature`.
 
     >>> Feature("bad name", "x", 1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -288,7 +288,7 @@ class Feature:
          'kind': 'bool'}
         """
         if self.constraint is not None:
-            from agentic_loop.judges.constraint_features import constraint_feature
+            from agentic_loop.judges.checks.constraint_features import constraint_feature
 
             keyword_, value = self.constraint
             saved: dict[str, Any] = {"name": self.name, "weight": self.weight,
@@ -322,7 +322,7 @@ class Feature:
         if not isinstance(data, Mapping):
             raise ConfigError(f"a feature must be a mapping, got {type(data).__name__}: {data!r}")
         if "constraint" in data:
-            from agentic_loop.judges.constraint_features import constraint_feature
+            from agentic_loop.judges.checks.constraint_features import constraint_feature
 
             unknown = set(data) - {"name", "weight", "constraint", "value", "description"}
             if unknown:

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentic_loop.judges.constraint_features import constraint_feature
+from agentic_loop.judges.checks.constraint_features import constraint_feature
+from agentic_loop.judges.checks.lexicon import CLICHES
 from agentic_loop.judges.features import Feature
-from agentic_loop.judges.lexicon import CLICHES
 from agentic_loop.judges.rubric import Rubric
 
 __all__ = ["code_rubric", "copywriting_rubric", "instruction_rubric", "math_rubric"]
@@ -37,7 +37,7 @@ def copywriting_rubric(word_range: tuple[int, int] = (4, 12), *,
     """Short copy (taglines, headlines): on brief, word range, imagery, no clichés, engaging.
 
     The two checks (``word_count`` in ``word_range``, ``cliche_free`` against
-    the shipped :data:`~agentic_loop.judges.lexicon.CLICHES` or your list)
+    the shipped :data:`~agentic_loop.judges.checks.lexicon.CLICHES` or your list)
     weigh 4 each; the three LLM booleans weigh 1 each. A failed check thus
     costs more than all LLM features together: a draft failing a check
     never outscores one passing both, however the judge model answers.
@@ -96,7 +96,7 @@ def code_rubric(tests: str | Sequence[str], *, timeout_s: float = 5.0, memory_mb
     """Code with tests: credit is the share of ``tests`` that pass in the sandbox.
 
     The reply's first ```` ```python ```` block is run (or the whole reply
-    when it has no fence); see :func:`~agentic_loop.judges.sandbox.run_python_tests`.
+    when it has no fence); see :func:`~agentic_loop.judges.sandbox.run.run_python_tests`.
 
     >>> code_rubric(["assert sq(3) == 9", "assert sq(-2) == 4", "assert sq(0) == 1"]).evaluate(
     ...     "Write sq(x).", "```python\\ndef sq(x):\\n    return x * x\\n```").score

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges.constraint_features import CONSTRAINT_KEYWORDS, constraint_features
+from agentic_loop.judges.checks.constraint_features import CONSTRAINT_KEYWORDS, constraint_features
 from agentic_loop.judges.evaluation import Evaluation, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature, FeatureValue
 from agentic_loop.judges.guards import GuardReport, inspect_output
@@ -101,7 +101,8 @@ class Rubric:
                         version: str = "1", **constraints: Any) -> Rubric:
         """A rubric of one check per constraint keyword, plus any extra ``features``.
 
-        Keywords are listed in :data:`~agentic_loop.judges.constraint_features.CONSTRAINT_KEYWORDS`;
+        Keywords are listed in
+        :data:`~agentic_loop.judges.checks.constraint_features.CONSTRAINT_KEYWORDS`;
         ``None`` or ``False`` values are skipped. Each constraint weighs 1.
 
         >>> Rubric.for_constraints(lowercase=True, no_commas=True).evaluate(

@@ -20,16 +20,16 @@ Example:
 """
 
 from agentic_loop.memory.archive import Archive
+from agentic_loop.memory.collection.prune import PruneResult
+from agentic_loop.memory.collection.snapshot import CollectionSnapshot, read_collections
 from agentic_loop.memory.embeddings import Embedder, EmbedderError, HashingEmbedder, TextEmbedder
 from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError, EmbedderMismatchError
-from agentic_loop.memory.prune import PruneResult
 from agentic_loop.memory.records import AddResult, ArchiveEntry, ReflectionEntry, SearchHit
 from agentic_loop.memory.reflexion import ReflexionMemory
-from agentic_loop.memory.snapshot import CollectionSnapshot, read_collections
 from agentic_loop.memory.stats import ArchiveStats
-from agentic_loop.memory.store import ArchiveStore, store_namespace
-from agentic_loop.memory.store_index import StoreEmbeddings, store_index
-from agentic_loop.memory.store_memory import StoreMemory, open_memory
+from agentic_loop.memory.store.archive_store import ArchiveStore, store_namespace
+from agentic_loop.memory.store.index import StoreEmbeddings, store_index
+from agentic_loop.memory.store.policy import StoreMemory, open_memory
 
 __all__ = [
     "AddResult",

@@ -8,9 +8,9 @@ candidate's own id never counts as its duplicate (that is a replacement).
 
 Example:
     >>> import numpy as np
-    >>> from agentic_loop.memory.index import VectorIndex
+    >>> from agentic_loop.memory.collection.index import VectorIndex
     >>> from agentic_loop.memory.records import ArchiveEntry
-    >>> from agentic_loop.memory.replay import LogReplay
+    >>> from agentic_loop.memory.collection.replay import LogReplay
     >>> stored = ArchiveEntry(id="s", task="t", output="stored")
     >>> replay = LogReplay(); replay.apply([stored])
     >>> outputs = VectorIndex(dim=2); outputs.add(np.array([[1, 0]], dtype=np.float32))
@@ -29,10 +29,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from agentic_loop.memory.index import VectorIndex
+from agentic_loop.memory.collection.index import VectorIndex
+from agentic_loop.memory.collection.replay import LogReplay
 from agentic_loop.memory.ranking import ranked
 from agentic_loop.memory.records import MemoryRecord
-from agentic_loop.memory.replay import LogReplay
 
 __all__ = ["find_duplicate"]
 

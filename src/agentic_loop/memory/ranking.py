@@ -9,7 +9,7 @@ index and a predicate.
 
 Example:
     >>> import numpy as np
-    >>> from agentic_loop.memory.index import VectorIndex
+    >>> from agentic_loop.memory.collection.index import VectorIndex
     >>> index = VectorIndex(dim=2)
     >>> index.add(np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32))
     >>> ranked(index, np.array([1, 0], dtype=np.float32), 2, accept=lambda row: row != 0,
@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.memory.index import VectorIndex
+from agentic_loop.memory.collection.index import VectorIndex
 
 __all__ = ["check_search_args", "ranked"]
 

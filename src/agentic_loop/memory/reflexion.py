@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentic_loop.memory.collection import RecordCollection
+from agentic_loop.memory.collection.layout import Namespace
+from agentic_loop.memory.collection.prune import PruneResult, choose_kept
+from agentic_loop.memory.collection.record_collection import RecordCollection
 from agentic_loop.memory.embeddings import TextEmbedder
-from agentic_loop.memory.layout import Namespace
-from agentic_loop.memory.prune import PruneResult, choose_kept
 from agentic_loop.memory.records import AddResult, ReflectionEntry
 
 __all__ = ["ReflexionMemory"]

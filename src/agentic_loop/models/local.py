@@ -49,15 +49,15 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.attention import use_gqa_sdpa
-from agentic_loop.models.engine import (
+from agentic_loop.models.engine.attention import use_gqa_sdpa
+from agentic_loop.models.engine.engine import (
     GenerationEngine,
     GenerationOutput,
     GenerationParams,
     GenerationRequest,
 )
+from agentic_loop.models.engine.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.errors import ModelCallError, ModelLoadError
-from agentic_loop.models.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.structured_output import message_text, structured_runnable
 from agentic_loop.models.tools import ToolPlan, as_chunk, chat_dicts
 from agentic_loop.models.weights import load_causal_lm

@@ -21,8 +21,8 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.models.engine.grammar import constrained_json_schema
 from agentic_loop.models.errors import ModelLoadError
-from agentic_loop.models.grammar import constrained_json_schema
 from agentic_loop.models.retry import DEFAULT_RETRY
 from agentic_loop.models.structured_output import schema_name, structured_runnable
 

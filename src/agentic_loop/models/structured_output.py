@@ -36,8 +36,8 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
+from agentic_loop.models.engine.grammar import schema_of
 from agentic_loop.models.errors import ModelCallError, StructuredOutputError
-from agentic_loop.models.grammar import schema_of
 from agentic_loop.models.retry import RetryPolicy
 
 __all__ = ["message_text", "parse_structured", "schema_name", "structured_runnable"]

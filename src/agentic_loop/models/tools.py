@@ -56,7 +56,7 @@ from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.grammar import constrained_json_schema
+from agentic_loop.models.engine.grammar import constrained_json_schema
 
 __all__ = ["ToolPlan", "as_chunk", "chat_dicts", "tool_specs"]
 

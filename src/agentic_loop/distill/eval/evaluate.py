@@ -4,12 +4,12 @@ Both models answer every golden task under the *same* rubric, first
 single-shot (one answer, scored), then, with ``arch=``, inside an
 architecture (generate, critique, refine), which is how they will serve.
 Per-task scores are paired and go through
-:func:`~agentic_loop.distill.release.gate.gate`.
+:func:`~agentic_loop.distill.eval.gate.gate`.
 
 The overall decision is conservative: ROLLBACK if any mode says so,
 PROMOTE only if every mode says so, MANUAL_REVIEW otherwise; and a
 candidate whose outputs collapsed into one answer (see
-:mod:`~agentic_loop.distill.release.diversity`) is never promoted automatically.
+:mod:`~agentic_loop.distill.eval.diversity`) is never promoted automatically.
 Alongside the scores the report holds the KL drift of the candidate from
 the baseline (when both are local weights), the diversity of both models'
 outputs, and a PNG of the before/after score distributions.
@@ -44,10 +44,10 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from agentic_loop.distill.release.diversity import DiversityReport, diversity
-from agentic_loop.distill.release.drift import DriftReport, kl_drift
-from agentic_loop.distill.release.gate import Decision, GateDecision, gate
-from agentic_loop.distill.release.golden import load_golden
+from agentic_loop.distill.eval.diversity import DiversityReport, diversity
+from agentic_loop.distill.eval.drift import DriftReport, kl_drift
+from agentic_loop.distill.eval.gate import Decision, GateDecision, gate
+from agentic_loop.distill.eval.golden import load_golden
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.model_dirs import ModelDirError, resolve_model_dir
 from agentic_loop.tasks import TaskSpec
@@ -248,7 +248,7 @@ def evaluate_models(
         judge: judges rubric features that are not checks (default: the baseline).
         max_tokens / temperature: generation settings for both models (greedy by default).
         alpha / rollback_ratio / min_tasks / min_effect / max_kl: the gate's evidence rules
-            (see :func:`~agentic_loop.distill.release.gate.gate`); the measured KL drift
+            (see :func:`~agentic_loop.distill.eval.gate.gate`); the measured KL drift
             goes into the decision, so drift above ``max_kl`` rolls back.
         kl: measure KL drift when both models are local weights.
         diversity_check: measure output diversity (loads the embedder).

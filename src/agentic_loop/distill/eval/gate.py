@@ -131,7 +131,7 @@ def gate(baseline_scores: Sequence[float], candidate_scores: Sequence[float], *,
     """Decide PROMOTE / ROLLBACK / MANUAL_REVIEW from paired per-task scores (see module doc).
 
     ``kl_drift`` is the candidate's measured KL divergence from its base
-    (nats per token, :func:`~agentic_loop.distill.release.drift.kl_drift`);
+    (nats per token, :func:`~agentic_loop.distill.eval.drift.kl_drift`);
     ``None`` when it was not measured.
     """
     if not 0.0 < alpha < 1.0:

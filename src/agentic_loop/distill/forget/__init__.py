@@ -26,16 +26,16 @@ Example:
     ('retention', 0)
 """
 
-from agentic_loop.distill.data.forget.api import (
+from agentic_loop.distill.forget.api import (
     DEFAULT_AUDIT_LOG,
     enforce_retention,
     forget_user,
     withdraw_consent,
 )
-from agentic_loop.distill.data.forget.models import AffectedModel
-from agentic_loop.distill.data.forget.recorded import PlaceResult
-from agentic_loop.distill.data.forget.report import ErasureAudit, ForgetReport
-from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.distill.forget.models import AffectedModel
+from agentic_loop.distill.forget.recorded import PlaceResult
+from agentic_loop.distill.forget.report import ErasureAudit, ForgetReport
+from agentic_loop.distill.forget.selection import Selection
 
 __all__ = [
     "DEFAULT_AUDIT_LOG",

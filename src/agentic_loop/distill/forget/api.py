@@ -67,15 +67,15 @@ from typing import Literal
 from langgraph.store.base import BaseStore
 
 from agentic_loop.clock import utc_now, utc_stamp
-from agentic_loop.distill.data.forget.exports import ExportErasure, erase_rows, export_dirs
-from agentic_loop.distill.data.forget.files import parse_age
-from agentic_loop.distill.data.forget.logs import erase_runs, scrub_runs, trajectory_files
-from agentic_loop.distill.data.forget.memories import erase_memory
-from agentic_loop.distill.data.forget.models import card_data_dirs, mark_models
-from agentic_loop.distill.data.forget.recorded import PlaceResult, erase_logs, recorded_places
-from agentic_loop.distill.data.forget.report import ErasureAudit, ForgetReport
-from agentic_loop.distill.data.forget.selection import Selection
-from agentic_loop.distill.data.forget.stores import erase_stores, open_stores
+from agentic_loop.distill.forget.exports import ExportErasure, erase_rows, export_dirs
+from agentic_loop.distill.forget.files import parse_age
+from agentic_loop.distill.forget.logs import erase_runs, scrub_runs, trajectory_files
+from agentic_loop.distill.forget.memories import erase_memory
+from agentic_loop.distill.forget.models import card_data_dirs, mark_models
+from agentic_loop.distill.forget.recorded import PlaceResult, erase_logs, recorded_places
+from agentic_loop.distill.forget.report import ErasureAudit, ForgetReport
+from agentic_loop.distill.forget.selection import Selection
+from agentic_loop.distill.forget.stores import erase_stores, open_stores
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import TextEmbedder, read_collections

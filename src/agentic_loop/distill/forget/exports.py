@@ -44,13 +44,13 @@ from typing import Any
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_stamp
-from agentic_loop.distill.data.forget.files import (
+from agentic_loop.distill.forget.files import (
     leftover_files,
     parse_time,
     scrub_lines,
     strings_in,
 )
-from agentic_loop.distill.data.forget.references import names_long_text
+from agentic_loop.distill.forget.references import names_long_text
 
 __all__ = ["ExportErasure", "erase_rows", "export_dirs"]
 

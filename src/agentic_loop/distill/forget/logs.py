@@ -42,9 +42,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.data.forget.files import leftover_files, parse_time, scrub_lines
-from agentic_loop.distill.data.forget.references import scrub_references
-from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.distill.forget.files import leftover_files, parse_time, scrub_lines
+from agentic_loop.distill.forget.references import scrub_references
+from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.jsonl_log import JsonlLog, LogCorruptionWarning
 from agentic_loop.trajectories import TrajectoryLog
 

@@ -40,8 +40,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.data.forget.files import leftover_files, scrub_lines
-from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.distill.forget.files import leftover_files, scrub_lines
+from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import (
@@ -53,9 +53,9 @@ from agentic_loop.memory import (
     TextEmbedder,
     read_collections,
 )
+from agentic_loop.memory.collection.layout import META, namespace_dir
+from agentic_loop.memory.collection.meta import read_meta
 from agentic_loop.memory.embeddings import DEFAULT_MODEL_NAME
-from agentic_loop.memory.layout import META, namespace_dir
-from agentic_loop.memory.meta import read_meta
 from agentic_loop.memory.records import MemoryRecord
 
 __all__ = ["MemoryErasure", "erase_memory"]

@@ -16,7 +16,7 @@ run existed cannot hold it.
 Example:
     >>> from datetime import UTC, datetime
     >>> from pathlib import Path
-    >>> from agentic_loop.distill.data.forget.exports import ExportErasure
+    >>> from agentic_loop.distill.forget.exports import ExportErasure
     >>> hit = ExportErasure(Path("/d/export"), rows_removed=2, manifest_sha256_before="ab")
     >>> card = {"data": {"dir": "/d/export", "manifest_sha256": "ab"}}
     >>> affects(card, None, [hit], earliest=None)
@@ -36,8 +36,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.data.forget.exports import ExportErasure
-from agentic_loop.distill.data.forget.files import parse_time
+from agentic_loop.distill.forget.exports import ExportErasure
+from agentic_loop.distill.forget.files import parse_time
 
 __all__ = ["AffectedModel", "affects", "card_data_dirs", "mark_models"]
 

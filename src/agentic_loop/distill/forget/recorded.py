@@ -24,7 +24,7 @@ not skipped silently: it comes back as a :class:`PlaceResult` with its
 
 Example:
     >>> import json, tempfile, pathlib
-    >>> from agentic_loop.distill.data.forget.selection import Selection
+    >>> from agentic_loop.distill.forget.selection import Selection
     >>> from agentic_loop.text_places import record_place
     >>> data = pathlib.Path(tempfile.mkdtemp())
     >>> log = data / "shadow.jsonl"
@@ -50,10 +50,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.data.forget.files import strings_in
-from agentic_loop.distill.data.forget.logs import erase_lines
-from agentic_loop.distill.data.forget.references import MIN_LOG_COPY_CHARS, scrub_copies
-from agentic_loop.distill.data.forget.selection import Selection
+from agentic_loop.distill.forget.files import strings_in
+from agentic_loop.distill.forget.logs import erase_lines
+from agentic_loop.distill.forget.references import MIN_LOG_COPY_CHARS, scrub_copies
+from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.errors import AgenticLoopError
 from agentic_loop.paths import describe_path_error
 from agentic_loop.text_places import Place, read_places

@@ -8,7 +8,7 @@ erasure knows of but could not reach. Neither the report nor the audit
 line ever holds an id, a text or the user's hash.
 
 Example:
-    >>> from agentic_loop.distill.data.forget.recorded import PlaceResult
+    >>> from agentic_loop.distill.forget.recorded import PlaceResult
     >>> report = ForgetReport("user", False, None, RunErasure(), MemoryErasure(), 0, [], [],
     ...                       places=[PlaceResult("log", "/srv/shadow.jsonl", "shadow log",
     ...                                           problem="no longer exists")])
@@ -26,12 +26,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentic_loop.clock import utc_stamp
-from agentic_loop.distill.data.forget.exports import ExportErasure
-from agentic_loop.distill.data.forget.logs import RunErasure
-from agentic_loop.distill.data.forget.memories import MemoryErasure
-from agentic_loop.distill.data.forget.models import AffectedModel
-from agentic_loop.distill.data.forget.recorded import PlaceResult
-from agentic_loop.distill.data.forget.stores import StoreErasure
+from agentic_loop.distill.forget.exports import ExportErasure
+from agentic_loop.distill.forget.logs import RunErasure
+from agentic_loop.distill.forget.memories import MemoryErasure
+from agentic_loop.distill.forget.models import AffectedModel
+from agentic_loop.distill.forget.recorded import PlaceResult
+from agentic_loop.distill.forget.stores import StoreErasure
 
 __all__ = ["ErasureAudit", "ForgetReport"]
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from agentic_loop.distill.data.forget.files import line_time, strings_in
+from agentic_loop.distill.forget.files import line_time, strings_in
 
 __all__ = ["Selection"]
 

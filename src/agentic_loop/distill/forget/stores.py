@@ -2,7 +2,7 @@
 
 Why through the store's API: the architectures keep their archive and
 reflections in the graph's store when one is given (a ``PostgresStore``
-for many workers), as plain JSON values (:mod:`agentic_loop.memory.store_values`).
+for many workers), as plain JSON values (:mod:`agentic_loop.memory.store.values`).
 Every namespace is listed and every item read; an item goes when its value
 names an erased run (``trajectory_id``, or ``run_id``/``trajectory_id`` in
 its metadata) or the selection takes it by the user's hash (in its
@@ -19,7 +19,7 @@ store's tables when the bytes on disk must go too.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
-    >>> from agentic_loop.distill.data.forget.selection import Selection
+    >>> from agentic_loop.distill.forget.selection import Selection
     >>> store = InMemoryStore()
     >>> store.put(("archive", "x"), "e1", {"task": "Ann's task", "output": "Ann's answer",
     ...                                    "trajectory_id": "run1"})
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 
 from langgraph.store.base import BaseStore, PutOp, SearchItem
 
-from agentic_loop.distill.data.forget.recorded import PlaceResult
-from agentic_loop.distill.data.forget.selection import Selection
-from agentic_loop.memory.store_memory import META_PREFIX
+from agentic_loop.distill.forget.recorded import PlaceResult
+from agentic_loop.distill.forget.selection import Selection
+from agentic_loop.memory.store.policy import META_PREFIX
 from agentic_loop.text_places import store_location
 
 __all__ = ["OpenedStore", "StoreErasure", "erase_stores", "open_stores"]

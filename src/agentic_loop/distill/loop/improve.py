@@ -7,7 +7,7 @@ iteration, with STaR's rationalization):
 1. **grow**: the architecture (``arch``) with the current model over a task
    pool, ``samples`` per task at scheduled temperatures, each sample scored
    by its task's locked rubric of Python checks
-   (:mod:`~agentic_loop.distill.release.improve_grow`); the runs are
+   (:mod:`~agentic_loop.distill.loop.grow`); the runs are
    trajectories in ``round-NNN/grown``;
 2. **hint**: tasks with no passing sample are retried once with the
    verifier's failed checks as a hint; a hinted answer is logged, and
@@ -18,7 +18,7 @@ iteration, with STaR's rationalization):
    (GRPO trains on the pool's prompt set instead);
 4. **train**: LoRA (by default) from the model the last gate kept;
 5. **gate**: the candidate against that model on a golden set held apart
-   from the pool (:func:`~agentic_loop.distill.release.evaluate.evaluate_models`);
+   from the pool (:func:`~agentic_loop.distill.eval.evaluate.evaluate_models`);
 6. **register**: the candidate is registered with the round's summary in
    its card and the audit log; PROMOTE promotes it and swaps the served
    model (``agentic_loop.distill.release.live.sync_served``, when present);
@@ -27,7 +27,7 @@ iteration, with STaR's rationalization):
 The loop stops on the round budget, a plateau (the golden pass rate not
 up by ``min_gain`` over its best for ``patience`` rounds), a regression
 (ROLLBACK), or a round with nothing to train on. Every stage is recorded
-in ``round-NNN/state.json`` (:mod:`~agentic_loop.distill.release.improve_state`),
+in ``round-NNN/state.json`` (:mod:`~agentic_loop.distill.loop.state`),
 so a killed run started again skips what it finished. Each round writes
 ``report.json``; the run writes ``improve.json`` and ``improve.png``.
 
@@ -46,16 +46,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentic_loop.distill.release.gate import Decision
-from agentic_loop.distill.release.improve_report import plot_curve
-from agentic_loop.distill.release.improve_round import (
+from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.loop.report import plot_curve
+from agentic_loop.distill.loop.round import (
     RESULT_KEYS,
     RoundRunner,
     round_report,
     sync_live,
 )
-from agentic_loop.distill.release.improve_settings import ImproveSettings
-from agentic_loop.distill.release.improve_state import RoundState, Watermark, write_json
+from agentic_loop.distill.loop.settings import ImproveSettings
+from agentic_loop.distill.loop.state import RoundState, Watermark, write_json
 from agentic_loop.errors import ConfigError
 from agentic_loop.tasks import TaskSpec
 
@@ -181,7 +181,7 @@ def _claim(work: Path, settings: ImproveSettings, source: str) -> str:
 
 
 def _golden_tasks(golden: str | os.PathLike[str] | Sequence[TaskSpec]) -> list[TaskSpec]:
-    from agentic_loop.distill.release.golden import load_golden
+    from agentic_loop.distill.eval.golden import load_golden
 
     if isinstance(golden, (str, os.PathLike)):
         return load_golden(golden)
@@ -219,8 +219,8 @@ def improve(
     if (tasks is None) == (not trajectories):
         raise ConfigError("pass exactly one pool: tasks (a task file, --tasks) or trajectories "
                           "(logs whose new runs give each round's tasks, --from-trajectories)")
-    from agentic_loop.distill.release.improve_pool import read_pool, trajectory_pool, write_pool
-    from agentic_loop.distill.release.pipeline import baseline_spec
+    from agentic_loop.distill.loop.pipeline import baseline_spec
+    from agentic_loop.distill.loop.pool import read_pool, trajectory_pool, write_pool
     from agentic_loop.distill.release.registry import Registry
 
     golden_tasks = _golden_tasks(golden)

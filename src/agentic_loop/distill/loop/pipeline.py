@@ -6,7 +6,7 @@ Each step is the library's own function, so the loop adds only the wiring:
 1. :func:`~agentic_loop.distill.data.export.export_datasets` writes ``work_dir/data``;
 2. :func:`~agentic_loop.distill.train.train` writes ``work_dir/model`` (LoRA
    merged, so the model serves as a plain checkpoint);
-3. :func:`~agentic_loop.distill.release.evaluate.evaluate_models` compares it with
+3. :func:`~agentic_loop.distill.eval.evaluate.evaluate_models` compares it with
    the registry's *current* version (or with ``base`` before the first
    promotion) on the golden set, writing ``eval.json`` and ``eval.png``;
 4. the model is registered with its card (the evaluation appended), and
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.atomic import atomic_write_bytes
-from agentic_loop.distill.release.gate import Decision
+from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.train.model_card import add_eval
 from agentic_loop.distill.train.settings import METHODS
 from agentic_loop.errors import ConfigError
@@ -85,8 +85,8 @@ def distill_loop(
         raise ConfigError("the loop evaluates the trained model in-process, which needs a "
                           "merged model; leave merge_lora on (drop --no-merge)")
     from agentic_loop.distill.data.export import export_datasets
-    from agentic_loop.distill.release.evaluate import evaluate_models
-    from agentic_loop.distill.release.golden import load_golden
+    from agentic_loop.distill.eval.evaluate import evaluate_models
+    from agentic_loop.distill.eval.golden import load_golden
     from agentic_loop.distill.release.registry import Registry
     from agentic_loop.distill.train import train
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.distill.data.samples import task_key
 from agentic_loop.distill.data.sources import read_runs
-from agentic_loop.distill.release.improve_state import Watermark
+from agentic_loop.distill.loop.state import Watermark
 from agentic_loop.distill.train.prompt_set import lock_rubric, stated_rubric
 from agentic_loop.errors import AgenticLoopError, ConfigError, StorageError
 from agentic_loop.judges import Rubric

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.release.improve_pool import locked_rubric
-from agentic_loop.distill.release.stats import t_interval, wilson
+from agentic_loop.distill.eval.stats import t_interval, wilson
+from agentic_loop.distill.loop.pool import locked_rubric
 from agentic_loop.tasks import TaskSpec
 
 __all__ = ["golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line", "wilson"]

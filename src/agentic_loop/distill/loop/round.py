@@ -1,6 +1,6 @@
 """One improve round, stage by stage: grow, hint, data, train, gate, register.
 
-Why a module of its own: :mod:`~agentic_loop.distill.release.improve` decides
+Why a module of its own: :mod:`~agentic_loop.distill.loop.improve` decides
 *whether* to run another round; this runs one, and runs it resumably. Each
 stage is a method that does its work from scratch and returns what the
 round's ``state.json`` records; :meth:`RoundRunner.run` skips the stages
@@ -9,8 +9,8 @@ the state says are finished, so a killed round continues where it stopped.
 
 Example (a round that has not started reports nothing yet):
     >>> import tempfile
-    >>> from agentic_loop.distill.release.improve_state import RoundState
-    >>> from agentic_loop.distill.release.improve_settings import ImproveSettings
+    >>> from agentic_loop.distill.loop.state import RoundState
+    >>> from agentic_loop.distill.loop.settings import ImproveSettings
     >>> state = RoundState.open(tempfile.mkdtemp(), 1)
     >>> state.start(model="local", threshold=7.0)
     >>> round_report(state, ImproveSettings())["pool"] is None
@@ -25,17 +25,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.release.gate import Decision
-from agentic_loop.distill.release.improve_grow import (
+from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.loop.grow import (
     failed_tasks,
     grow,
     hint_retry,
     outcomes,
     pool_counts,
 )
-from agentic_loop.distill.release.improve_report import golden_stats, rate_stats, summary_line
-from agentic_loop.distill.release.improve_settings import ImproveSettings
-from agentic_loop.distill.release.improve_state import STAGES, RoundState, write_json
+from agentic_loop.distill.loop.report import golden_stats, rate_stats, summary_line
+from agentic_loop.distill.loop.settings import ImproveSettings
+from agentic_loop.distill.loop.state import STAGES, RoundState, write_json
 from agentic_loop.tasks import TaskSpec, load_tasks
 from agentic_loop.trajectories import TrajectoryLog
 
@@ -174,7 +174,7 @@ class RoundRunner:
                 "loss": result.card.metrics.get("final_train_loss"), "reused": result.skipped}
 
     def _gate(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
-        from agentic_loop.distill.release.evaluate import evaluate_models
+        from agentic_loop.distill.eval.evaluate import evaluate_models
 
         baseline, candidate = state.data["model"], state.result("train")["spec"]
         self._start(state, f"gate vs {baseline}")
@@ -189,7 +189,7 @@ class RoundRunner:
                 "card_entry": report.card_entry(golden=self.golden_label)}
 
     def _register(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
-        from agentic_loop.distill.release.pipeline import register_evaluated
+        from agentic_loop.distill.loop.pipeline import register_evaluated
 
         gate = state.result("gate")
         report = round_report(state, self.settings)

@@ -40,7 +40,7 @@ _RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency")
 
 @dataclass(frozen=True)
 class ImproveSettings:
-    """What an improve run does each round (see :func:`~agentic_loop.distill.release.improve`).
+    """What an improve run does each round (see :func:`~agentic_loop.distill.loop.improve`).
 
     Args:
         rounds: the round budget.

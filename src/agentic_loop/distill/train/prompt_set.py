@@ -59,7 +59,7 @@ from agentic_loop.distill.train.training_data import (
 )
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
-from agentic_loop.judges.task_constraint_parser import constraints_from_task
+from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
 from agentic_loop.prompt_format import (
     PROMPT_VERSION,
     SYSTEM,

@@ -1,11 +1,11 @@
 """How each constraint keyword's value is checked and turned into a check.
 
-One builder per keyword of :mod:`agentic_loop.judges.constraint_features`:
+One builder per keyword of :mod:`agentic_loop.judges.checks.constraint_features`:
 it validates the value a user wrote (raising
 :class:`~agentic_loop.errors.ConfigError` that names the keyword, the value
 and what to pass), normalises it for saving, and returns the instruction to
 show a model plus the pure-Python check (built on
-:mod:`agentic_loop.judges.text_measures`). Kept apart from the public
+:mod:`agentic_loop.judges.checks.text_measures`). Kept apart from the public
 ``constraint_feature`` so that module stays a short table of keywords.
 
 Example:
@@ -27,9 +27,9 @@ from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges import text_measures
+from agentic_loop.judges.checks import text_measures
 from agentic_loop.judges.features import CheckResult, FeatureKind
-from agentic_loop.judges.sandbox import run_python_tests
+from agentic_loop.judges.sandbox.run import run_python_tests
 
 __all__ = ["BUILDERS", "DEFAULT_ANSWER_TOLERANCE", "EMPTY_OUTPUT", "Built", "bad_value", "between",
            "check_range", "counter", "require_flag"]

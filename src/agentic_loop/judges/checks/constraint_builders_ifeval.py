@@ -5,12 +5,12 @@ word counts: paragraphs and their first words, a ``<<title>>``, a ``P.S.``,
 a quoted answer, ``*highlights*``, ``SECTION X`` markers, capital-word,
 keyword and letter frequencies, ``[placeholders]``, a first word, repeating
 the request, two responses and the response language. Each builder works as
-those of :mod:`agentic_loop.judges.constraint_builders` do: it validates
+those of :mod:`agentic_loop.judges.checks.constraint_builders` do: it validates
 the value (a :class:`~agentic_loop.errors.ConfigError` names the keyword and
 what to pass), normalises it for saving (JSON-ready; building from the
 normalised value gives it back) and returns the instruction plus a pure
-check built on :mod:`agentic_loop.judges.text_layout` and
-:mod:`agentic_loop.judges.language_id`.
+check built on :mod:`agentic_loop.judges.checks.text_layout` and
+:mod:`agentic_loop.judges.checks.language_id`.
 
 Example:
     >>> built = IFEVAL_BUILDERS["paragraph_count"]({"count": (2, 2), "separator": "***"})
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentic_loop.judges import language_id, text_layout, text_measures
-from agentic_loop.judges.constraint_builders import (
+from agentic_loop.judges.checks import language_id, text_layout, text_measures
+from agentic_loop.judges.checks.constraint_builders import (
     EMPTY_OUTPUT,
     Built,
     bad_value,

@@ -3,8 +3,8 @@
 A task file can say ``{"task": "...", "constraints": {"word_count": [10, 12],
 "exclude_words": ["we"]}}``; :func:`constraint_feature` turns each keyword
 into a :class:`~agentic_loop.judges.features.Feature` whose check is pure
-Python (see :mod:`agentic_loop.judges.text_measures`; each keyword's builder
-is in :mod:`agentic_loop.judges.constraint_builders`), whose description is the
+Python (see :mod:`agentic_loop.judges.checks.text_measures`; each keyword's builder
+is in :mod:`agentic_loop.judges.checks.constraint_builders`), whose description is the
 instruction to give the model, and which remembers its ``(keyword, value)``
 so a rubric built from constraints saves and loads as plain JSON.
 
@@ -16,7 +16,7 @@ Keywords (:data:`CONSTRAINT_KEYWORDS`): ``word_count=(min, max)``,
 ``starts_with=text``, ``ends_with=text``, ``answer=number | text |
 {"value": v, "tolerance": t}`` and ``python_tests=[...] | {"tests": [...],
 "timeout_s": s, "memory_mb": m}``. Layout, frequency and language keywords
-(built in :mod:`agentic_loop.judges.constraint_builders_ifeval`):
+(built in :mod:`agentic_loop.judges.checks.constraint_builders_ifeval`):
 ``paragraph_count=(min, max) | {"count": (min, max), "separator": "***"}``,
 ``paragraph_first_word={"index": i, "word": w}``, ``title=True`` (a
 ``<<title>>``), ``postscript="P.S."``, ``quoted=True``,
@@ -49,8 +49,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges.constraint_builders import BUILDERS, DEFAULT_ANSWER_TOLERANCE, Built
-from agentic_loop.judges.constraint_builders_ifeval import IFEVAL_BUILDERS
+from agentic_loop.judges.checks.constraint_builders import BUILDERS, DEFAULT_ANSWER_TOLERANCE, Built
+from agentic_loop.judges.checks.constraint_builders_ifeval import IFEVAL_BUILDERS
 from agentic_loop.judges.features import Feature
 
 __all__ = [

@@ -28,7 +28,7 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 
-from agentic_loop.judges.text_measures import normalize, sentences, words
+from agentic_loop.judges.checks.text_measures import normalize, sentences, words
 
 __all__ = ["LANGUAGE_NAMES", "detect_language", "in_language", "language_code"]
 

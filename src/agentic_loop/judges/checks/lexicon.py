@@ -3,12 +3,12 @@
 "Is this cliché-free?" is a question a small judge model answers "yes" to
 every time; matching a list is exact and explainable. Entries are matched as
 whole words or phrases, case-insensitively (see
-:func:`agentic_loop.judges.text_measures.find_words`), so each inflection a writer
+:func:`agentic_loop.judges.checks.text_measures.find_words`), so each inflection a writer
 might use is listed. Pass your own list to
 :func:`~agentic_loop.judges.ready_rubrics.copywriting_rubric` to extend or replace it.
 
 Example:
-    >>> from agentic_loop.judges.text_measures import find_words
+    >>> from agentic_loop.judges.checks.text_measures import find_words
     >>> find_words("A game-changer that will unleash your potential.", CLICHES)
     ['game-changer', 'unleash', 'unleash your potential']
 """

@@ -7,7 +7,7 @@ instead of asking a model whether it complied; a model asked that question
 says yes to everything. Only explicit demands are recognised (counts in
 digits or words, "at least" / "no fewer than" / "less than" / "between";
 IFEval-style layout, frequency and language instructions, see
-:mod:`agentic_loop.judges.task_layout_phrases`); a task that merely mentions
+:mod:`agentic_loop.judges.checks.task_layout_phrases`); a task that merely mentions
 a paragraph or a title states nothing, and anything else is left to the
 rubric's other features.
 
@@ -30,8 +30,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agentic_loop.judges import task_layout_phrases as layout
-from agentic_loop.judges.constraint_phrases import FLAGS, TaskText
+from agentic_loop.judges.checks import task_layout_phrases as layout
+from agentic_loop.judges.checks.constraint_phrases import FLAGS, TaskText
 
 __all__ = ["constraints_from_task"]
 

@@ -6,7 +6,7 @@ brackets", "the letter q should appear at least 5 times", "Your ENTIRE
 response should be in Spanish") from a :class:`TaskText`, consumes the phrase
 it read and returns the ``Rubric.for_constraints`` value, or None. They only
 fire on explicit demands: a task that merely mentions a paragraph, a title or
-a section states no constraint. :mod:`agentic_loop.judges.task_constraint_parser`
+a section states no constraint. :mod:`agentic_loop.judges.checks.task_constraint_parser`
 runs them in order.
 
 Example:
@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentic_loop.judges.constraint_phrases import FLAGS, ORDINALS, N, TaskText, number
-from agentic_loop.judges.language_id import LANGUAGE_NAMES
+from agentic_loop.judges.checks.constraint_phrases import FLAGS, ORDINALS, N, TaskText, number
+from agentic_loop.judges.checks.language_id import LANGUAGE_NAMES
 
 __all__ = [
     "capital_word_count", "first_word", "highlight_count", "language", "letter_frequency",

@@ -4,7 +4,7 @@ Instruction-following prompts ask for shapes as much as for words: "3
 paragraphs separated by ***", "a title in <<double angular brackets>>", "a
 postscript starting with P.S.", "at least 2 *highlighted* sections". These are
 facts Python can read off the text, so the checks built on them (see
-:mod:`agentic_loop.judges.constraint_builders_ifeval`) never ask a model.
+:mod:`agentic_loop.judges.checks.constraint_builders_ifeval`) never ask a model.
 
 Conventions (chosen to be lenient with how chat models format, strict with
 what was asked):
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from agentic_loop.judges.text_measures import normalize, words
+from agentic_loop.judges.checks.text_measures import normalize, words
 
 __all__ = [
     "PARAGRAPH_SEPARATORS",

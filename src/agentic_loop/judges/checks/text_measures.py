@@ -2,7 +2,7 @@
 
 A small model asked "how many words is this?" guesses; Python counts. Every
 function here is pure, deterministic and model-free, so the constraint
-features built on them (see :mod:`agentic_loop.judges.constraint_features`) give the
+features built on them (see :mod:`agentic_loop.judges.checks.constraint_features`) give the
 same answer on every run.
 
 Conventions, chosen once and used everywhere:

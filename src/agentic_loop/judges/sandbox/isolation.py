@@ -5,7 +5,7 @@ layer while tested code ran as the host's root, because the layer was read
 from what bwrap was *asked* for (uid 65534 inside the namespace), not from
 what the kernel *did* (65534 mapped onto the root caller's uid 0). So
 :func:`isolation` starts the runner's ``probe`` role once per process,
-exactly as a run starts (:mod:`~agentic_loop.judges.sandbox_launch`), and a
+exactly as a run starts (:mod:`~agentic_loop.judges.sandbox.launch`), and a
 layer is listed only when the probe saw it hold:
 
 * ``user-``, ``mount-``, ``pid-``, ``network-``, ``ipc-namespace``: the
@@ -22,7 +22,7 @@ layer is listed only when the probe saw it hold:
 * ``memory-limit``: ``RLIMIT_AS`` is set, ``memfd_create`` and System V
   shared memory are refused, and the writable tmpfs mounts hold no more bytes
   and no more files than the run's plan
-  (:func:`~agentic_loop.judges.sandbox_bwrap.plan_memory`);
+  (:func:`~agentic_loop.judges.sandbox.bwrap.plan_memory`);
 * ``process-limit``: a thread past a lowered ``RLIMIT_NPROC`` is refused
   (the kernel does not enforce it for root).
 
@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.errors import JudgeError
-from agentic_loop.judges.sandbox_bwrap import (
+from agentic_loop.judges.sandbox.bwrap import (
     INODES_PER_MB,
     SANDBOX_DIR,
     bwrap_command,
@@ -66,8 +66,8 @@ from agentic_loop.judges.sandbox_bwrap import (
     plan_memory,
     runner_source,
 )
-from agentic_loop.judges.sandbox_launch import Launcher, is_root
-from agentic_loop.judges.sandbox_seccomp import seccomp_filter
+from agentic_loop.judges.sandbox.launch import Launcher, is_root
+from agentic_loop.judges.sandbox.seccomp import seccomp_filter
 
 __all__ = ["ALL_LAYERS", "SANDBOX_DIR", "Isolation", "bwrap_command", "bwrap_executable",
            "fallback_isolation", "host_env", "isolation", "runner_source", "sandbox_layers"]
@@ -89,7 +89,7 @@ class Isolation:
     """What a run on this machine gets: ``mode`` is ``"bwrap"`` or ``"fallback"``.
 
     ``leave_root`` is whether a root caller's children leave root (see
-    :class:`~agentic_loop.judges.sandbox_launch.Launcher`).
+    :class:`~agentic_loop.judges.sandbox.launch.Launcher`).
     """
 
     mode: str

@@ -17,7 +17,7 @@ the runner). Without bwrap, a root caller's child is started as such a uid
 directly. A non-root caller's processes keep its uid, as before.
 
 What each start actually got is checked by the probe, from the inside and by
-the kernel's word (:mod:`~agentic_loop.judges.sandbox_isolation`).
+the kernel's word (:mod:`~agentic_loop.judges.sandbox.isolation`).
 
 Example:
     >>> uid, gid = pick_host_ids() or (1, 1)
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentic_loop.errors import JudgeError
-from agentic_loop.judges.sandbox_bwrap import SANDBOX_ID, MemoryPlan, bwrap_command
+from agentic_loop.judges.sandbox.bwrap import SANDBOX_ID, MemoryPlan, bwrap_command
 
 __all__ = ["Launcher", "SandboxUnavailableError", "is_root", "kill_sandbox", "pick_host_ids"]
 

@@ -15,7 +15,7 @@ let it decide its own verdict. Each call starts **two** sandboxed processes:
   containers of them, fractions, decimals, dates, numeric numpy arrays) or
   stays an opaque handle to an object in the solution process. The tests
   process writes the verdict to a file descriptor only the parent holds
-  (``_sandbox_runner``'s docstring has the exact rules).
+  (``_runner``'s docstring has the exact rules).
 
 What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
 ``strict=True`` refuses to run without them):
@@ -33,9 +33,9 @@ What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
   with expected values (``assert f(2, 3) == 5``) are therefore compared in
   the tests process on the value ``f`` returned; the solution never sees ``5``.
 * **The machine is out of reach** (see
-  :mod:`~agentic_loop.judges.sandbox_isolation`): a user namespace with uid
+  :mod:`~agentic_loop.judges.sandbox.isolation`): a user namespace with uid
   65534, which is an unprivileged host uid even when the caller is root
-  (:mod:`~agentic_loop.judges.sandbox_launch`), and no capabilities; a mount
+  (:mod:`~agentic_loop.judges.sandbox.launch`), and no capabilities; a mount
   namespace with a read-only view of the interpreter, no ``/sys``, an empty
   read-only ``/proc/sys``, and size-capped tmpfs as the only writable places
   (``/sandbox``, ``/tmp``, ``/dev/shm``); its own ``/proc`` and PID namespace
@@ -43,9 +43,9 @@ What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
   namespace and seccomp refusing non-Unix sockets); ``no_new_privs``; a
   seccomp filter refusing new processes, programs, namespaces, mounts,
   ``ptrace``, kernel interfaces and memory no limit counts (memfd, System V
-  IPC; :mod:`~agentic_loop.judges.sandbox_seccomp`); ``memory_mb`` bounding
+  IPC; :mod:`~agentic_loop.judges.sandbox.seccomp`); ``memory_mb`` bounding
   the address space *and* the tmpfs files together
-  (:func:`~agentic_loop.judges.sandbox_bwrap.plan_memory`); rlimits on CPU,
+  (:func:`~agentic_loop.judges.sandbox.bwrap.plan_memory`); rlimits on CPU,
   file size (``fsize_mb``), open files, and processes and threads together
   (64, enforced because the uid is not root); death with the parent; and at
   the wall-clock limit the process group of both sandboxes is killed. Each
@@ -107,8 +107,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges.sandbox_bwrap import MemoryPlan, plan_memory
-from agentic_loop.judges.sandbox_isolation import (
+from agentic_loop.judges.sandbox.bwrap import MemoryPlan, plan_memory
+from agentic_loop.judges.sandbox.isolation import (
     ALL_LAYERS,
     SANDBOX_DIR,
     Isolation,
@@ -117,8 +117,8 @@ from agentic_loop.judges.sandbox_isolation import (
     runner_source,
     sandbox_layers,
 )
-from agentic_loop.judges.sandbox_launch import SandboxUnavailableError, kill_sandbox
-from agentic_loop.judges.sandbox_seccomp import seccomp_filter
+from agentic_loop.judges.sandbox.launch import SandboxUnavailableError, kill_sandbox
+from agentic_loop.judges.sandbox.seccomp import seccomp_filter
 
 __all__ = [
     "ALL_LAYERS",
@@ -305,7 +305,7 @@ def run_python_tests(
 
     Args:
         code: the solution's Python source (use
-            :func:`~agentic_loop.judges.text_measures.extract_code` on a chat reply).
+            :func:`~agentic_loop.judges.checks.text_measures.extract_code` on a chat reply).
         tests: one test (a string) or several; each is Python source run in
             order in one namespace, failing by raising (``assert``). Names it
             does not define are the solution's (see the module docstring).

@@ -1,7 +1,7 @@
 """The seccomp filter every sandboxed process installs before untrusted code runs.
 
 Why a filter of our own: the namespaces (see
-:mod:`~agentic_loop.judges.sandbox_isolation`) hide the host, but the kernel's
+:mod:`~agentic_loop.judges.sandbox.isolation`) hide the host, but the kernel's
 whole system-call surface stays reachable, and some of it holds memory that
 no rlimit counts. The filter refuses, with ``EPERM``, what tested code never
 needs:
@@ -35,7 +35,7 @@ needs:
   past its default: ``fcntl(F_SETPIPE_SZ)`` and ``setsockopt`` of
   ``SO_SNDBUF``/``SO_RCVBUF`` (without this, 455 MiB sat in Unix socket
   buffers under ``memory_mb=512``). ``/dev/shm`` stays, as a size-capped
-  tmpfs (see :mod:`~agentic_loop.judges.sandbox_bwrap`).
+  tmpfs (see :mod:`~agentic_loop.judges.sandbox.bwrap`).
 
 The program is classic BPF for x86-64 only: on any other architecture
 :func:`seccomp_filter` returns ``None`` and the sandbox reports the

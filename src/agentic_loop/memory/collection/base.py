@@ -4,10 +4,10 @@ Why a base class: every operation of a collection (search, add, delete,
 prune) starts the same way: pick up what other processes appended to the
 log, make sure the vector indexes cover every row, and afterwards save
 index rows worth saving. This class owns that state (the
-:class:`~agentic_loop.memory.replay.LogReplay` of the log, the
-:class:`~agentic_loop.memory.index_files.Indexes`, the lock) and the
+:class:`~agentic_loop.memory.collection.replay.LogReplay` of the log, the
+:class:`~agentic_loop.memory.collection.index_files.Indexes`, the lock) and the
 opening checks (folder, ``meta.json``, embedder); the operations
-themselves are in :class:`~agentic_loop.memory.collection.RecordCollection`.
+themselves are in :class:`~agentic_loop.memory.collection.record_collection.RecordCollection`.
 
 Example:
     >>> import tempfile
@@ -37,11 +37,9 @@ import numpy as np
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog, LogRead
-from agentic_loop.memory.embeddings import Embedder, TextEmbedder, normalize_rows
-from agentic_loop.memory.errors import EmbedderError
-from agentic_loop.memory.index import VectorIndex
-from agentic_loop.memory.index_files import Indexes, IndexFiles, embed_missing
-from agentic_loop.memory.layout import (
+from agentic_loop.memory.collection.index import VectorIndex
+from agentic_loop.memory.collection.index_files import Indexes, IndexFiles, embed_missing
+from agentic_loop.memory.collection.layout import (
     ENTRIES,
     Namespace,
     make_collection_dir,
@@ -49,9 +47,11 @@ from agentic_loop.memory.layout import (
     normalize_namespace,
     remove_temporaries,
 )
-from agentic_loop.memory.meta import check_dim, open_meta
+from agentic_loop.memory.collection.meta import check_dim, open_meta
+from agentic_loop.memory.collection.replay import LogReplay
+from agentic_loop.memory.embeddings import Embedder, TextEmbedder, normalize_rows
+from agentic_loop.memory.errors import EmbedderError
 from agentic_loop.memory.records import MemoryRecord, log_record_type
-from agentic_loop.memory.replay import LogReplay
 from agentic_loop.text_places import record_unless_default
 
 __all__ = ["CollectionBase"]

@@ -38,15 +38,15 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
-from agentic_loop.memory.errors import IndexFileError
-from agentic_loop.memory.index import VectorIndex
-from agentic_loop.memory.layout import (
+from agentic_loop.memory.collection.index import VectorIndex
+from agentic_loop.memory.collection.layout import (
     ENTRIES,
     INDEX_STATE,
     OUTPUT_INDEX,
     TASK_INDEX,
     remove_index_files,
 )
+from agentic_loop.memory.errors import IndexFileError
 from agentic_loop.memory.records import MemoryRecord
 
 __all__ = ["IndexFiles", "IndexState", "Indexes", "embed_missing"]

@@ -39,9 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
+from agentic_loop.memory.collection.layout import ENTRIES, META, remove_index_files
 from agentic_loop.memory.embeddings import TextEmbedder
 from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError, EmbedderMismatchError
-from agentic_loop.memory.layout import ENTRIES, META, remove_index_files
 
 __all__ = [
     "SCHEMA_VERSION",

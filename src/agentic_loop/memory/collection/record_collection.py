@@ -6,19 +6,19 @@ does that once:
 * The log (``entries.jsonl``, a :class:`~agentic_loop.jsonl_log.JsonlLog`)
   is the only source of truth. A change of a record is a new version with
   the same id; a deletion is a tombstone line
-  (:mod:`~agentic_loop.memory.replay` says what they add up to). Writes
+  (:mod:`~agentic_loop.memory.collection.replay` says what they add up to). Writes
   are fsync'd under a cross-process lock.
 * The indexes (``index.faiss`` for tasks, ``outputs.faiss`` for duplicate
-  checks) are derived (:mod:`~agentic_loop.memory.index_files`); if they
+  checks) are derived (:mod:`~agentic_loop.memory.collection.index_files`); if they
   are missing, unreadable or behind the log, only the missing rows are
   embedded. Index row *n* is the *n*-th record version in the log;
   superseded and deleted rows are skipped at search time
   (:mod:`~agentic_loop.memory.ranking`) and dropped by compaction
-  (:mod:`~agentic_loop.memory.prune` chooses what stays).
+  (:mod:`~agentic_loop.memory.collection.prune` chooses what stays).
 * Every read first picks up what other processes appended (one ``stat``
   when nothing changed), so several workers can share one collection.
 
-:class:`~agentic_loop.memory.base.CollectionBase` holds the open folder and
+:class:`~agentic_loop.memory.collection.base.CollectionBase` holds the open folder and
 keeps the in-memory view in step; this module adds the operations.
 Subclasses choose the record type and expose a friendly API; see
 :class:`~agentic_loop.memory.archive.Archive`.
@@ -55,11 +55,11 @@ from pydantic import ValidationError
 from agentic_loop.clock import utc_now
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import LogRead, write_jsonl
-from agentic_loop.memory.base import CollectionBase
+from agentic_loop.memory.collection.base import CollectionBase
+from agentic_loop.memory.collection.index_files import Indexes
+from agentic_loop.memory.collection.prune import PruneResult
 from agentic_loop.memory.dedup import find_duplicate
-from agentic_loop.memory.index_files import Indexes
 from agentic_loop.memory.mmr import mmr_select
-from agentic_loop.memory.prune import PruneResult
 from agentic_loop.memory.ranking import check_search_args, ranked
 from agentic_loop.memory.records import AddResult, MemoryRecord, SearchHit, Tombstone
 
@@ -71,7 +71,7 @@ R = TypeVar("R", bound=MemoryRecord)
 class RecordCollection(CollectionBase[R]):
     """A persistent, similarity-searchable collection of ``record_type`` records.
 
-    Arguments as for :class:`~agentic_loop.memory.base.CollectionBase`: ``path``
+    Arguments as for :class:`~agentic_loop.memory.collection.base.CollectionBase`: ``path``
     is the root folder and ``namespace`` a label or tuple of labels under it
     (one folder each). ``embedder`` defaults to the bundled all-MiniLM-L6-v2.
     ``dedup_threshold`` (cosine, 0-1, or ``None``) rejects records whose

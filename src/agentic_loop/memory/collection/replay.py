@@ -5,9 +5,9 @@ changed record is a new version with the same id and a deletion is a
 tombstone line. What the log *means* (which records are live, and which
 version of each) is decided by replaying it, and two replays that disagree
 would make an export see records the archive itself no longer has.
-:class:`~agentic_loop.memory.collection.RecordCollection` keeps a
+:class:`~agentic_loop.memory.collection.record_collection.RecordCollection` keeps a
 :class:`LogReplay` up to date as it reads; the read-only reader
-(:func:`~agentic_loop.memory.snapshot.read_collections`) replays a whole log
+(:func:`~agentic_loop.memory.collection.snapshot.read_collections`) replays a whole log
 once. Both call :meth:`LogReplay.apply`.
 
 Example:

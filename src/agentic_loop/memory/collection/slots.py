@@ -5,7 +5,7 @@ memory, and the rules must read the same for both:
 
 * nothing: the local default, a collection folder (``data/archive``,
   ``data/reflections``) served as an
-  :class:`~agentic_loop.memory.store.ArchiveStore`, so single-machine users
+  :class:`~agentic_loop.memory.store.archive_store.ArchiveStore`, so single-machine users
   keep the durable log and FAISS search;
 * a path or a collection (``archive=Archive(...)``): that local collection,
   served the same way;
@@ -21,7 +21,7 @@ Example:
     >>> import tempfile
     >>> from langgraph.store.memory import InMemoryStore
     >>> from agentic_loop.memory.embeddings import HashingEmbedder
-    >>> from agentic_loop.memory.store_index import store_index
+    >>> from agentic_loop.memory.store.index import store_index
     >>> slot = memory_slot("archive", UNSET, InMemoryStore(index=store_index(HashingEmbedder())),
     ...                    "taglines", default_path="data/archive", owner="ArchiveRefine")
     >>> slot.namespace, slot.local is None
@@ -47,10 +47,10 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.memory.collection import RecordCollection
-from agentic_loop.memory.layout import Namespace, normalize_namespace
-from agentic_loop.memory.store import COLLECTIONS, ArchiveStore, store_namespace
-from agentic_loop.memory.store_memory import MemoryView, check_store_index, open_memory
+from agentic_loop.memory.collection.layout import Namespace, normalize_namespace
+from agentic_loop.memory.collection.record_collection import RecordCollection
+from agentic_loop.memory.store.archive_store import COLLECTIONS, ArchiveStore, store_namespace
+from agentic_loop.memory.store.policy import MemoryView, check_store_index, open_memory
 
 __all__ = ["UNSET", "MemorySlot", "memory_slot"]
 

@@ -6,7 +6,7 @@ use for an embedder or a search index. Opening each one as an
 :class:`~agentic_loop.memory.Archive` would load a model, take locks
 (creating lock files) and write ``meta.json``. :func:`read_collections`
 reads ``meta.json`` and ``entries.jsonl`` only and replays the log with
-the same :class:`~agentic_loop.memory.replay.LogReplay` the collections
+the same :class:`~agentic_loop.memory.collection.replay.LogReplay` the collections
 use, so it sees exactly the records the archive would.
 
 Example:
@@ -34,10 +34,10 @@ from typing import Any, Generic, TypeVar
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import read_snapshot
-from agentic_loop.memory.layout import ENTRIES, namespace_of
-from agentic_loop.memory.meta import collection_dirs
+from agentic_loop.memory.collection.layout import ENTRIES, namespace_of
+from agentic_loop.memory.collection.meta import collection_dirs
+from agentic_loop.memory.collection.replay import LogReplay
 from agentic_loop.memory.records import RECORD_TYPES, MemoryRecord, log_record_type
-from agentic_loop.memory.replay import LogReplay
 
 __all__ = ["CollectionSnapshot", "read_collections"]
 

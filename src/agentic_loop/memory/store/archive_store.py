@@ -17,7 +17,7 @@ gate:
   :func:`store_namespace` of its kind and namespace (an existing archive
   keeps its folder);
 * a key is a record id, and a value is the record's fields less ``id`` and
-  the times (:mod:`~agentic_loop.memory.store_values`): ``task`` and
+  the times (:mod:`~agentic_loop.memory.store.values`): ``task`` and
   ``output`` for an archive entry, ``task`` and ``reflection`` for a
   reflection. Unknown fields are an error rather than silently dropped;
 * ``put`` stores or replaces (never rejected as a duplicate: a keyed write
@@ -29,7 +29,7 @@ gate:
   ``index=`` may be ``None``, ``False`` or ``["task"]``. TTLs are not
   supported.
 
-:func:`~agentic_loop.memory.store_memory.open_memory` hands the
+:func:`~agentic_loop.memory.store.policy.open_memory` hands the
 architectures the collection itself, so the policy (duplicate gate, MMR)
 runs on the FAISS indexes.
 
@@ -83,14 +83,14 @@ from langgraph.store.base import (
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.archive import Archive
-from agentic_loop.memory.collection import RecordCollection
+from agentic_loop.memory.collection.layout import META, Namespace, namespace_dir, namespace_of
+from agentic_loop.memory.collection.meta import collection_dirs, read_meta
+from agentic_loop.memory.collection.record_collection import RecordCollection
 from agentic_loop.memory.embeddings import Embedder, TextEmbedder
 from agentic_loop.memory.errors import ArchiveError
-from agentic_loop.memory.layout import META, Namespace, namespace_dir, namespace_of
-from agentic_loop.memory.meta import collection_dirs, read_meta
 from agentic_loop.memory.records import MemoryRecord
 from agentic_loop.memory.reflexion import ReflexionMemory
-from agentic_loop.memory.store_values import (
+from agentic_loop.memory.store.values import (
     item_of,
     kind_of_value,
     match_condition,

@@ -105,7 +105,7 @@ def embed_texts(texts: Sequence[str]) -> list[list[float]]:
 
     For configs that name an embedding function by import path, such as a
     LangGraph server's ``langgraph.json``:
-    ``"store": {"index": {"embed": "agentic_loop.memory.store_index:embed_texts",
+    ``"store": {"index": {"embed": "agentic_loop.memory.store.index:embed_texts",
     "dims": 384, "fields": ["task"]}}``.
     """
     global _default

@@ -8,7 +8,7 @@ minimum similarity and MMR for variety, a near-duplicate gate on outputs,
 and a guard against mixing embedders. :func:`open_memory` gives the
 architectures one object with that policy for any store:
 
-* over an :class:`~agentic_loop.memory.store.ArchiveStore` (the local
+* over an :class:`~agentic_loop.memory.store.archive_store.ArchiveStore` (the local
   default), the :class:`~agentic_loop.memory.Archive` or
   :class:`~agentic_loop.memory.ReflexionMemory` itself (FAISS indexes,
   its ``meta.json`` embedder guard, a gate over every stored output);
@@ -26,7 +26,7 @@ architectures one object with that policy for any store:
 Example:
     >>> from langgraph.store.memory import InMemoryStore
     >>> from agentic_loop.memory.embeddings import HashingEmbedder
-    >>> from agentic_loop.memory.store_index import store_index
+    >>> from agentic_loop.memory.store.index import store_index
     >>> store = InMemoryStore(index=store_index(HashingEmbedder()))
     >>> archive = open_memory(store, ("archive", "taglines"), "archive")
     >>> [r.status for r in archive.add_many([
@@ -59,9 +59,9 @@ from agentic_loop.memory.errors import ArchiveError, EmbedderMismatchError
 from agentic_loop.memory.mmr import mmr_select
 from agentic_loop.memory.ranking import check_search_args
 from agentic_loop.memory.records import RECORD_TYPES, AddResult, MemoryRecord, SearchHit
-from agentic_loop.memory.store import ArchiveStore
-from agentic_loop.memory.store_index import StoreEmbeddings, store_embedder
-from agentic_loop.memory.store_values import record_of, value_of
+from agentic_loop.memory.store.archive_store import ArchiveStore
+from agentic_loop.memory.store.index import StoreEmbeddings, store_embedder
+from agentic_loop.memory.store.values import record_of, value_of
 from agentic_loop.text_places import record_store
 
 __all__ = ["META_PREFIX", "MemoryView", "StoreMemory", "check_store_index", "open_memory"]

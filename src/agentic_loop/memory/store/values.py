@@ -1,8 +1,8 @@
 """Store values <-> memory records, and LangGraph-style filters over values.
 
 Why apart from the stores: both stores that hold memory (the local
-:class:`~agentic_loop.memory.store.ArchiveStore` and the policy view
-:class:`~agentic_loop.memory.store_memory.StoreMemory` over any LangGraph
+:class:`~agentic_loop.memory.store.archive_store.ArchiveStore` and the policy view
+:class:`~agentic_loop.memory.store.policy.StoreMemory` over any LangGraph
 store) speak the same value format. A value is a record's fields less the
 ones the store manages (the key is the record's ``id``; times are set on
 write), so a record written through one store reads back the same through

@@ -22,7 +22,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 if TYPE_CHECKING:
-    from agentic_loop.models.requests import Row
+    from agentic_loop.models.engine.requests import Row
 
 __all__ = ["DecodeBatch", "SpareRoomLayer", "common_length", "common_prefix", "drop_leading",
            "left_pad", "new_cache"]

@@ -10,7 +10,7 @@ leaves the batch (and its caller gets the answer) the step it finishes, and
 requests that arrive meanwhile are prefilled and join the running batch
 between steps, so a loop's next-round request never waits for a stranger's
 long answer, and the batch stays full (arrivals join in groups: see
-:mod:`~agentic_loop.models.join_policy`). Callers just submit and wait;
+:mod:`~agentic_loop.models.engine.join_policy`). Callers just submit and wait;
 batching happens underneath, which is also what makes LangChain's
 thread-pool ``batch`` truly batched.
 
@@ -35,19 +35,19 @@ from typing import Any
 import torch
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.decode_batch import DecodeBatch, common_prefix, new_cache
-from agentic_loop.models.errors import GrammarError, ModelCallError
-from agentic_loop.models.grammar import Grammar
-from agentic_loop.models.join_policy import JoinPolicy
-from agentic_loop.models.prefix_memory import PrefixMemory
-from agentic_loop.models.requests import (
+from agentic_loop.models.engine.decode_batch import DecodeBatch, common_prefix, new_cache
+from agentic_loop.models.engine.grammar import Grammar
+from agentic_loop.models.engine.join_policy import JoinPolicy
+from agentic_loop.models.engine.prefix_memory import PrefixMemory
+from agentic_loop.models.engine.requests import (
     GenerationOutput,
     GenerationParams,
     GenerationRequest,
     Row,
     mask_grammar_rows,
 )
-from agentic_loop.models.token_sampling import sample_tokens
+from agentic_loop.models.engine.token_sampling import sample_tokens
+from agentic_loop.models.errors import GrammarError, ModelCallError
 
 logger = logging.getLogger(__name__)
 

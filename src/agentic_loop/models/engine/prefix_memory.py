@@ -11,7 +11,7 @@ any in-place change to a parameter (a merged adapter, a loaded state dict)
 makes it stale, and it is then recomputed rather than reused.
 
     >>> from transformers import LlamaConfig, LlamaForCausalLM
-    >>> from agentic_loop.models.decode_batch import new_cache
+    >>> from agentic_loop.models.engine.decode_batch import new_cache
     >>> model = LlamaForCausalLM(LlamaConfig(
     ...     vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
     ...     num_attention_heads=2, num_key_value_heads=1)).eval()
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from agentic_loop.models.decode_batch import common_length
+from agentic_loop.models.engine.decode_batch import common_length
 
 __all__ = ["PrefixMemory"]
 

@@ -1,9 +1,9 @@
 """One generation request: its sampling settings, its answer, and its decoding state.
 
 Why apart from the engine: these are the engine's data, shared with
-:mod:`~agentic_loop.models.decode_batch` (which holds a batch's rows) and with
+:mod:`~agentic_loop.models.engine.decode_batch` (which holds a batch's rows) and with
 callers that build requests (``LocalChatModel``, the benches), while
-:mod:`~agentic_loop.models.engine` keeps only the scheduling: admission,
+:mod:`~agentic_loop.models.engine.engine` keeps only the scheduling: admission,
 prefill, continuous batching. A :class:`Row` turns sampled tokens into text:
 stop strings, the grammar's end, the token budget, streamed pieces held back
 until no stop string can still begin in them.
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.models.grammar import (
+from agentic_loop.models.engine.grammar import (
     Grammar,
     allocate_token_masks,
     apply_token_masks,
