@@ -15,7 +15,7 @@ the rounds buy over the plain alternative:
   would train on) for the *same total number of steps* as all the rounds
   together, gated against the base on the same golden set.
 
-The pool is train-split tasks of ``agentic_loop.tasksets`` (IFEval-style
+The pool is train-split tasks of ``agentic_loop.tasks.sets`` (IFEval-style
 families, train phrasing, plus constrained instructions); the golden set is
 held-out tasks of the same families (the other phrasing, and the other part
 of the constrained split), so no golden task is ever trained on. A task
@@ -50,7 +50,7 @@ from typing import Any
 from quality import machine  # bench/ is on the path when a bench script runs
 from rich.console import Console
 
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 RESULTS = Path(__file__).parent / "results" / "flywheel.json"
 
@@ -79,7 +79,7 @@ class Options:
 
 def dev_tasks(o: Options) -> tuple[list[TaskSpec], list[TaskSpec]]:
     """``(pool, golden)``: train-split tasks to sample, held-out ones to gate on."""
-    from agentic_loop.tasksets import constrained_tasks, ifeval_tasks, split_tasks
+    from agentic_loop.tasks.sets import constrained_tasks, ifeval_tasks, split_tasks
 
     n = o.pool_constrained + o.golden_constrained
     c_train, c_held = split_tasks(constrained_tasks(n, seed=o.seed),
@@ -101,7 +101,7 @@ def eval_kwargs(o: Options, golden: list[TaskSpec], embedder: Any) -> dict[str, 
 
 def run_improve(o: Options, pool: list[TaskSpec], golden: list[TaskSpec], work: Path,
                 console: Console) -> Any:
-    from agentic_loop.demo_improve import StageProgress
+    from agentic_loop.demo.improve import StageProgress
     from agentic_loop.distill.loop.improve import ImproveSettings, improve
     from agentic_loop.memory import HashingEmbedder
     from agentic_loop.progress import progress_bar
@@ -150,7 +150,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 def summarize(result: Any, sft: dict[str, Any]) -> dict[str, Any]:
     """Per-round golden pass rates and the ratios people read."""
-    from agentic_loop.demo_improve import round_row
+    from agentic_loop.demo.improve import round_row
 
     rows = [round_row(r) for r in result.reports]
     rates = [(r["golden_after"] or {}).get("pass_rate") for r in rows]
@@ -194,7 +194,7 @@ def plot(summary: dict[str, Any], sft: dict[str, Any], path: Path) -> None:
 def print_results(summary: dict[str, Any], sft: dict[str, Any], console: Console) -> None:
     from rich.table import Table
 
-    from agentic_loop.demo_improve import fmt_rate, rounds_table
+    from agentic_loop.demo.improve import fmt_rate, rounds_table
 
     console.print(rounds_table(summary["rounds"]))
     table = Table(title="golden pass rate: improve rounds vs plain SFT (same steps)",

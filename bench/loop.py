@@ -6,7 +6,7 @@
    difference per node is what the framework costs; it is also reported as a
    share of one loop on the embedded model.
 2. Throughput: ``Reflection.batch`` on the embedded model at concurrency 1, 4
-   and 8 (concurrent runs share decoding batches), as tasks/s and as a ratio
+   and 8 (concurrent runs share decoding batches), as tasks/spec/s and as a ratio
    to concurrency 1.
 
     python bench/loop.py [--quick]     # writes bench/results/loop.json

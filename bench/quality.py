@@ -7,7 +7,7 @@ differences, Holm's adjustment over the rows, a power note (tasks needed
 for a 10-point difference at the observed discordance) and a verdict.
 
 The dev set (``quality_tasks.py``) draws from every task generator in
-``agentic_loop.tasksets*`` (constrained instructions, arithmetic, IFEval-style
+``agentic_loop.tasks.sets*`` (constrained instructions, arithmetic, IFEval-style
 families, and any added later) plus the hand-written golden tasks, held-out
 and train split deterministically by the seed. Scoring uses each task's own
 checks (Python only: no judge model in the measurement).
@@ -61,7 +61,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
 from quality_report import (  # noqa: E402

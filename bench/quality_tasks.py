@@ -1,6 +1,6 @@
 """The quality bench's dev set: every task family the library generates, plus the golden file.
 
-Why discover instead of list: families are added to ``agentic_loop.tasksets``
+Why discover instead of list: families are added to ``agentic_loop.tasks.sets``
 and ``agentic_loop.tasksets_*`` over time, and a bench that names them goes
 stale silently. Every public ``<name>_tasks(n, seed, ...)`` generator of those
 modules is a *suite* (``demo_tasks`` is a mix of the others and
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentic_loop.errors import DataError
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 GOLDEN = Path(__file__).resolve().parents[1] / "examples" / "golden.jsonl"
 NOT_SUITES = {"demo_tasks", "split_tasks"}
@@ -62,7 +62,7 @@ class Suite:
                                   split="train")
             return list(train), list(self.generate(n, seed=seed, split="held_out"))
         from agentic_loop.errors import ConfigError
-        from agentic_loop.tasksets import split_tasks
+        from agentic_loop.tasks.sets import split_tasks
 
         total = max(n + 1, round(n / held_out))
         try:
@@ -80,12 +80,12 @@ class Suite:
 
 
 def suites() -> list[Suite]:
-    """Every ``*_tasks`` generator in ``agentic_loop.tasksets`` and ``agentic_loop.tasksets_*``."""
-    import agentic_loop
+    """Every ``*_tasks`` generator in ``agentic_loop.tasks.sets`` and ``.sets_*`` beside it."""
+    import agentic_loop.tasks
 
-    names = ["agentic_loop.tasksets"] + sorted(
-        f"agentic_loop.{m.name}" for m in pkgutil.iter_modules(agentic_loop.__path__)
-        if m.name.startswith("tasksets_"))
+    names = ["agentic_loop.tasks.sets"] + sorted(
+        f"agentic_loop.tasks.{m.name}" for m in pkgutil.iter_modules(agentic_loop.tasks.__path__)
+        if m.name.startswith("sets_"))
     found: list[Suite] = []
     seen: set[int] = set()  # a generator re-exported by tasksets is one suite
     for module_name in names:
@@ -161,7 +161,7 @@ def dev_set(held_out_tasks: int, train_tasks: int, *, seed: int = 0, held_out: f
     gold = load_golden(golden)
     found = suites()
     if not found:
-        raise DataError("no task generators found in agentic_loop.tasksets*; the bench needs "
+        raise DataError("no task generators found in agentic_loop.tasks.sets*; the bench needs "
                         "at least one `<name>_tasks(n, seed)` function")
     share = -(-max(0, held_out_tasks - len(gold)) // len(found))
     train_share = -(-train_tasks // len(found))

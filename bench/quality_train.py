@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 
 @dataclass

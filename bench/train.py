@@ -87,7 +87,7 @@ def worker(method: str, lora: bool, steps: int, data: str) -> dict:
 
 def write_tasks(path: Path, n: int = 8) -> None:
     """``n`` constrained tasks (word counts, casing, bullets, ...) as a task file."""
-    from agentic_loop.tasksets import constrained_tasks
+    from agentic_loop.tasks.sets import constrained_tasks
 
     path.write_text("".join(spec.model_dump_json(by_alias=True) + "\n"
                             for spec in constrained_tasks(n, seed=0)))

@@ -191,7 +191,7 @@ the candidate with the base model on held-out tasks with a paired test, and (5) 
 promoting only on PROMOTE. Tiny settings: this is a walkthrough, not a training recipe."""),
     ("code", SETUP + """
 from agentic_loop import load_chat_model, Reflection, TrajectoryLog
-from agentic_loop.tasksets import constrained_tasks, split_tasks
+from agentic_loop.tasks.sets import constrained_tasks, split_tasks
 
 llm = load_chat_model("local", max_tokens=40)
 train_tasks, held_out = split_tasks(constrained_tasks(12, seed=5), held_out=0.34, seed=5)

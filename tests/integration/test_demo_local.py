@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agentic_loop.demo import DemoOptions, run_demo
+from agentic_loop.demo.run import DemoOptions, run_demo
 from agentic_loop.distill.release import Registry
 
 pytestmark = pytest.mark.slow

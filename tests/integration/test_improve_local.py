@@ -21,7 +21,7 @@ from agentic_loop.distill.loop.improve import ImproveBackend, improve
 from agentic_loop.distill.release import Registry
 from agentic_loop.distill.train.model_card import read_card
 from agentic_loop.memory import HashingEmbedder
-from agentic_loop.tasksets import constrained_tasks, split_tasks
+from agentic_loop.tasks.sets import constrained_tasks, split_tasks
 
 pytestmark = pytest.mark.slow
 

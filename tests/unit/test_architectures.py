@@ -29,7 +29,7 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Feature, Rubric
 from agentic_loop.memory import Archive, HashingEmbedder, ReflexionMemory
 from agentic_loop.models.retry import RetryPolicy
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.testing import ScriptedChatModel
 from agentic_loop.trajectories import Round, TrajectoryLog
 

@@ -11,7 +11,7 @@ from agentic_loop.judges import Rubric
 from agentic_loop.judges.checks.constraint_features import constraint_feature
 from agentic_loop.judges.checks.language_id import detect_language, in_language
 from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
-from agentic_loop.tasksets_ifeval import IFEVAL_FAMILIES, ifeval_tasks
+from agentic_loop.tasks.sets_ifeval import IFEVAL_FAMILIES, ifeval_tasks
 
 
 def holds(keyword: str, value: Any, output: str, task: str = "task") -> bool:

@@ -1,7 +1,7 @@
 """The demo's improve numbers and table, and its wiring with scripted models (no model loads).
 
 The round reports are shaped as ``improve`` writes them; the wiring test
-drives :func:`~agentic_loop.demo.run_demo` with the scripted models and fake
+drives :func:`~agentic_loop.demo.run.run_demo` with the scripted models and fake
 trainer of ``test_improve`` and the hashing embedder, so everything but the
 models (batch runner, export, gate, registry, plots, report) is real.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agentic_loop.demo_improve import fmt_rate, round_row, rounds_table
+from agentic_loop.demo.improve import fmt_rate, round_row, rounds_table
 
 
 def _report(number: int, *, promoted: bool = False, ended: str | None = None) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def test_run_demo_wires_both_loops_and_the_improve_rounds_with_scripted_models(
         tmp_path: Path) -> None:
     from test_improve import FakeModels
 
-    from agentic_loop.demo import DemoOptions, run_demo
+    from agentic_loop.demo.run import DemoOptions, run_demo
     from agentic_loop.memory import HashingEmbedder
 
     models = FakeModels(base="weak", trained=["good", "good"])

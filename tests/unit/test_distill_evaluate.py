@@ -14,7 +14,7 @@ from agentic_loop.distill.eval.golden import GoldenError, GoldenTask, load_golde
 from agentic_loop.errors import TaskError
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import HashingEmbedder
-from agentic_loop.tasks import TaskFileError, TaskSpec, load_tasks
+from agentic_loop.tasks.spec import TaskFileError, TaskSpec, load_tasks
 from agentic_loop.testing import ScriptedChatModel
 
 TWO_WORDS = Rubric.for_constraints(exact_words=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentic_loop.architectures import task_rubric
-from agentic_loop.tasks import load_tasks
+from agentic_loop.tasks.spec import load_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -341,7 +341,7 @@ def test_logs_and_memories_an_app_keeps_outside_the_data_folder_are_found(world:
 
 def test_an_improve_rounds_task_pool_loses_the_users_tasks(world: World) -> None:
     from agentic_loop.distill.loop.pool import write_pool
-    from agentic_loop.tasks import TaskSpec
+    from agentic_loop.tasks.spec import TaskSpec
 
     pool = world.root / "runs" / "improve" / "round-1" / "pool.jsonl"
     write_pool(pool, [TaskSpec(task=f"Name the bookshop of {m} in one word.")

@@ -23,7 +23,7 @@ from agentic_loop.distill.train.model_card import DataRef, ModelCard, read_card,
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory import HashingEmbedder
 from agentic_loop.prompt_format import fresh_draft_prompt, rubric_requirements
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.testing import ScriptedChatModel
 from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
 

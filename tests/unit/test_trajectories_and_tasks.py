@@ -8,8 +8,8 @@ import warnings
 import pytest
 
 from agentic_loop.errors import ConfigError, StorageError
-from agentic_loop.tasks import TaskFileError, TaskSpec, load_tasks
-from agentic_loop.tasksets import arithmetic_tasks, constrained_tasks, demo_tasks, split_tasks
+from agentic_loop.tasks.sets import arithmetic_tasks, constrained_tasks, demo_tasks, split_tasks
+from agentic_loop.tasks.spec import TaskFileError, TaskSpec, load_tasks
 from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog, hash_user_id
 
 

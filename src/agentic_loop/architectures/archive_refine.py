@@ -120,7 +120,7 @@ class ArchiveRefine(Architecture):
         min_similarity: ignore archived tasks less similar than this (cosine). Exemplars
             of unrelated tasks mislead a small model more than they help it. The default
             0.6 comes from the bundled embedder (all-MiniLM-L6-v2) on the bench's task
-            families (60 held-out vs 140 train tasks of ``agentic_loop.tasksets``): the
+            families (60 held-out vs 140 train tasks of ``agentic_loop.tasks.sets``): the
             most similar train task with the same kinds of checks scores >= 0.6 for 97%
             of held-out tasks (median 0.78), while one with other kinds reaches 0.6 for
             22% (median best 0.38; 0.5 lets 32% through, 0.7 keeps only 75% of the

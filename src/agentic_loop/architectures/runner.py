@@ -6,11 +6,11 @@ trajectory), and a batch must never sink on one bad task. :func:`run_specs`
 is the one concurrent runner: :meth:`Runner.batch`, the CLI's ``run``, the
 demo and the benchmarks all call it, with plain task strings or task specs
 that carry their own constraints (anything with ``.task`` and ``.rubric()``,
-such as :class:`~agentic_loop.tasks.TaskSpec`).
+such as :class:`~agentic_loop.tasks.spec.TaskSpec`).
 
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
-    >>> from agentic_loop.tasks import TaskSpec
+    >>> from agentic_loop.tasks.spec import TaskSpec
     >>> from agentic_loop.architectures import Reflection
     >>> arch = Reflection(ScriptedChatModel(default="one"), max_iterations=1)
     >>> results = run_specs(arch, [TaskSpec(task="Say a word.", constraints={"exact_words": 1}),

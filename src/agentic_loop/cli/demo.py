@@ -43,7 +43,7 @@ def demo(
     Example: agentic-loop demo --out runs/demo --tasks 30
     """
     from agentic_loop.cli.common import console
-    from agentic_loop.demo import DemoOptions, run_demo
+    from agentic_loop.demo.run import DemoOptions, run_demo
     from agentic_loop.distill.data.pii import PiiMode
     from agentic_loop.errors import ConfigError
 

@@ -83,7 +83,7 @@ def run(
 
     Example: agentic-loop run "Write a tagline in exactly 12 words." --arch reflection
     """
-    from agentic_loop.tasks import TaskSpec, load_tasks
+    from agentic_loop.tasks.spec import TaskSpec, load_tasks
 
     specs = load_tasks(tasks) if tasks is not None else []
     specs += [TaskSpec(task=t) for t in task or [] if t.strip()]

@@ -21,7 +21,7 @@ default), so neither model grades itself in single-shot mode.
 
 Example (scripted models; real ones are specs such as ``"local"``):
     >>> from agentic_loop.testing import ScriptedChatModel
-    >>> from agentic_loop.tasks import TaskSpec
+    >>> from agentic_loop.tasks.spec import TaskSpec
     >>> golden = [TaskSpec(task=f"Say hi in 2 words ({i}).", constraints={"exact_words": 2})
     ...           for i in range(4)]
     >>> old = ScriptedChatModel(responses=["hi"] * 4)
@@ -50,7 +50,7 @@ from agentic_loop.distill.eval.gate import Decision, GateDecision, gate
 from agentic_loop.distill.eval.golden import load_golden
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.model_dirs import ModelDirError, resolve_model_dir
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["EvalReport", "TaskScores", "combine_decisions", "evaluate_models"]
 
@@ -240,7 +240,7 @@ def evaluate_models(
     Args:
         baseline / candidate: model specs (``"local"``, ``"local:<dir>"``,
             ``"openai:<url>"``) or ready chat models.
-        golden_tasks: a golden-set JSONL path or tasks (:class:`~agentic_loop.tasks.TaskSpec`;
+        golden_tasks: a golden-set JSONL path or tasks (:class:`~agentic_loop.tasks.spec.TaskSpec`;
             those without an ``id`` are numbered from 1).
         arch: also run both inside ``"reflection"``, ``"archive_refine"`` or ``"reflexion"``
             (each model with its own fresh archive/memory unless ``arch_kwargs`` names one).

@@ -1,6 +1,6 @@
 """The golden set: fixed tasks every candidate model is scored on before it may serve.
 
-A golden file is a task file (:mod:`agentic_loop.tasks`), one task a line::
+A golden file is a task file (:mod:`agentic_loop.tasks.spec`), one task a line::
 
     {"task": "Write a tagline for a bookstore in 6 to 10 words.",
      "constraints": {"word_count": [6, 10], "exclude_words": ["cheap"]}}
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from agentic_loop.tasks import TaskFileError, TaskSpec, read_task_file
+from agentic_loop.tasks.spec import TaskFileError, TaskSpec, read_task_file
 
 __all__ = ["GoldenError", "GoldenTask", "load_golden"]
 
@@ -38,7 +38,7 @@ GoldenTask = TaskSpec
 class GoldenError(TaskFileError):
     """The golden set cannot be used; the message names the file and line.
 
-    A :class:`~agentic_loop.tasks.TaskFileError`, so a
+    A :class:`~agentic_loop.tasks.spec.TaskFileError`, so a
     :class:`~agentic_loop.errors.TaskError` (and still a ``ValueError``).
     """
 

@@ -17,7 +17,7 @@ dropped, every draft re-scored against the plain task), so a model trained
 on it learns to answer the task as it will be asked.
 
 Example (the hint names the check the answer failed):
-    >>> from agentic_loop.tasks import TaskSpec
+    >>> from agentic_loop.tasks.spec import TaskSpec
     >>> from agentic_loop.judges import Rubric
     >>> spec = TaskSpec(task="Say hi in 2 words.", rubric=Rubric.for_constraints(exact_words=2))
     >>> print(hint_task(spec, "hi"))
@@ -40,7 +40,7 @@ from agentic_loop.architectures.results import best_round
 from agentic_loop.architectures.runner import Runner, run_specs
 from agentic_loop.judges import Rubric
 from agentic_loop.prompt_format import fresh_draft_prompt, rubric_requirements
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
 __all__ = ["Outcome", "failed_tasks", "grow", "hint_retry", "hint_task", "outcomes",

@@ -57,7 +57,7 @@ from agentic_loop.distill.loop.round import (
 from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.loop.state import RoundState, Watermark, write_json
 from agentic_loop.errors import ConfigError
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["ImproveBackend", "ImproveProgress", "ImproveResult", "ImproveSettings", "improve",
            "stop_reason", "sync_live"]

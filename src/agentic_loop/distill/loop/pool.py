@@ -15,7 +15,7 @@ new trajectories since the last round) and checked before any model runs:
   served model meets golden-like tasks in real traffic.
 
 Example:
-    >>> from agentic_loop.tasks import TaskSpec
+    >>> from agentic_loop.tasks.spec import TaskSpec
     >>> pool = [TaskSpec(task="Say hi in 2 words.", constraints={"exact_words": 2}),
     ...         TaskSpec(task="Name a color.")]
     >>> specs, skipped = lock_pool(pool)
@@ -42,7 +42,7 @@ from agentic_loop.distill.train.prompt_set import lock_rubric, stated_rubric
 from agentic_loop.errors import AgenticLoopError, ConfigError, StorageError
 from agentic_loop.judges import Rubric
 from agentic_loop.paths import make_dir
-from agentic_loop.tasks import TaskSpec, load_tasks
+from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.text_places import data_root, record_place
 
 __all__ = ["TrajectoryPool", "check_held_apart", "lock_pool", "locked_rubric", "read_pool",

@@ -26,7 +26,7 @@ from typing import Any
 
 from agentic_loop.distill.eval.stats import t_interval, wilson
 from agentic_loop.distill.loop.pool import locked_rubric
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line", "wilson"]
 

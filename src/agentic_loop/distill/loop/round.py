@@ -36,7 +36,7 @@ from agentic_loop.distill.loop.grow import (
 from agentic_loop.distill.loop.report import golden_stats, rate_stats, summary_line
 from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.loop.state import STAGES, RoundState, write_json
-from agentic_loop.tasks import TaskSpec, load_tasks
+from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.trajectories import TrajectoryLog
 
 __all__ = ["RESULT_KEYS", "RoundRunner", "round_report", "sync_live"]

@@ -1,7 +1,7 @@
 """GRPO's prompt set: tasks, each with the locked rubric that rewards it, as the architectures ask.
 
 Online RL learns from its own samples, so what it trains on is a set of
-*tasks*, not answers: a task file (:func:`agentic_loop.tasks.load_tasks`),
+*tasks*, not answers: a task file (:func:`agentic_loop.tasks.spec.load_tasks`),
 or the tasks of exported trajectories (the user prompts of an
 ``agentic-loop export`` folder, already through the PII gate).
 
@@ -66,7 +66,7 @@ from agentic_loop.prompt_format import (
     fresh_draft_prompt,
     rubric_requirements,
 )
-from agentic_loop.tasks import TaskSpec, load_tasks
+from agentic_loop.tasks.spec import TaskSpec, load_tasks
 
 __all__ = ["PromptSet", "PromptTask", "load_prompt_set", "lock_rubric", "rubric_sha256",
            "stated_rubric"]

@@ -5,7 +5,7 @@ exact word count, a forbidden word, JSON, casing, bullets, a number. These
 generators write such tasks from templates and a seed, so a dev set can be
 regenerated anywhere and split into train and held-out without overlap. The
 IFEval-style families (layout, frequency and language demands, split by
-phrasing) live in :mod:`agentic_loop.tasksets_ifeval` and are re-exported here.
+phrasing) live in :mod:`agentic_loop.tasks.sets_ifeval` and are re-exported here.
 
 Example:
     >>> tasks = constrained_tasks(3, seed=1)
@@ -24,8 +24,8 @@ import random
 from collections.abc import Callable, Sequence
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.tasks import TaskSpec
-from agentic_loop.tasksets_ifeval import IFEVAL_FAMILIES, IFEVAL_SPLITS, ifeval_tasks
+from agentic_loop.tasks.sets_ifeval import IFEVAL_FAMILIES, IFEVAL_SPLITS, ifeval_tasks
+from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["IFEVAL_FAMILIES", "IFEVAL_SPLITS", "arithmetic_tasks", "constrained_tasks",
            "demo_tasks", "ifeval_tasks", "split_tasks"]

@@ -18,7 +18,7 @@
    in ``improve/improve.png``) and ``report.json`` in the output folder.
 
 Example (the whole thing takes minutes; see ``agentic-loop demo --help``):
-    >>> from agentic_loop.demo import DemoOptions
+    >>> from agentic_loop.demo.run import DemoOptions
     >>> DemoOptions().n_tasks, DemoOptions().rounds
     (30, 2)
 """
@@ -30,50 +30,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentic_loop.demo_improve import improve_summary, rounds_table, run_rounds
+from agentic_loop.demo.improve import improve_summary, rounds_table, run_rounds
+from agentic_loop.demo.options import DemoOptions
 from agentic_loop.errors import ConfigError
 from agentic_loop.paths import make_dir
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from agentic_loop.architectures import Architecture, RunResult
 
 __all__ = ["DemoOptions", "DemoPhase", "run_demo"]
-
-
-@dataclass
-class DemoOptions:
-    """Knobs of the demo; the defaults aim at about 15-20 minutes on 2 CPU cores.
-
-    ``train_steps`` is per improve round; ``samples`` per train task per round (a
-    task none of whose samples passes gets one hinted retry, so one sample means up
-    to two tries);
-    ``thresholds`` the score (0-10) each round's training data must reach;
-    ``rollback_ratio`` the gate's rollback rule (see
-    :func:`~agentic_loop.distill.eval.gate.gate`), loose for a small held-out set.
-    """
-
-    n_tasks: int = 30
-    held_out: float = 0.3
-    seed: int = 7
-    model: str = "local"
-    max_tokens: int = 48
-    max_iterations: int = 2
-    target_score: float = 8.0
-    concurrency: int = 8
-    pii: Literal["spacy", "regex", "off"] = "regex"
-    train_steps: int = 8
-    lora: bool = True
-    rounds: int = 2
-    samples: int = 1
-    thresholds: tuple[float, ...] = (7.0, 8.0)
-    rollback_ratio: float = 0.5
 
 
 @dataclass
@@ -123,7 +95,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
     from agentic_loop.memory import Archive
     from agentic_loop.models import load_chat_model
     from agentic_loop.plots import plot_archive_growth, plot_score_distributions
-    from agentic_loop.tasksets import demo_tasks, split_tasks
+    from agentic_loop.tasks.sets import demo_tasks, split_tasks
     from agentic_loop.trajectories import TrajectoryLog
 
     opts = options or DemoOptions()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["IFEVAL_FAMILIES", "IFEVAL_SPLITS", "ifeval_tasks"]
 

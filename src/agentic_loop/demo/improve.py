@@ -36,10 +36,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentic_loop.tasks import TaskSpec
+from agentic_loop.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
-    from agentic_loop.demo import DemoOptions
+    from agentic_loop.demo.options import DemoOptions
     from agentic_loop.distill.loop.improve import ImproveResult
 
 __all__ = ["StageProgress", "fmt_rate", "improve_summary", "round_row", "rounds_table",

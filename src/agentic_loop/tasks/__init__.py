@@ -1,0 +1,17 @@
+"""Tasks: what a loop is asked to do, with what verifies it, and the ready task sets.
+
+:mod:`.spec` is a task (:class:`TaskSpec`: the text, constraints or a saved
+rubric) and the task file format (:func:`load_tasks`); :mod:`.sets` builds
+the ready sets (arithmetic, constrained writing, the IFEval-style
+families of :mod:`.sets_ifeval`) and splits them.
+
+Example:
+    >>> from agentic_loop.tasks import TaskSpec
+    >>> TaskSpec(task="Write a haiku.", constraints={"no_commas": True}).rubric().evaluate(
+    ...     "Write a haiku.", "Autumn moon, low").passed
+    False
+"""
+
+from agentic_loop.tasks.spec import TaskFileError, TaskSpec, load_tasks, read_task_file
+
+__all__ = ["TaskFileError", "TaskSpec", "load_tasks", "read_task_file"]
