@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["clean_text", "fix_surrogates", "has_control", "strip_control"]
+__all__ = ["clean_text", "fix_surrogates", "has_control"]
 
 # Escape sequences, removed whole, in their 7-bit (ESC x) and 8-bit (C1 control) forms:
 #   OSC/DCS/SOS/PM/APC: ESC ] P X ^ _ or 0x9d 0x90 0x98 0x9e 0x9f, up to BEL or ST, or to the end;
@@ -66,10 +66,6 @@ def clean_text(text: str) -> str:
     return _CONTROL.sub("", _ESCAPE.sub("", _NEWLINES.sub("\n", text)))
 
 
-#: The name this module's first version gave :func:`clean_text`.
-strip_control = clean_text
-
-
 def fix_surrogates(text: str) -> str:
     """Surrogate pairs joined, lone surrogates dropped (the rest of ``text`` untouched).
 
@@ -82,7 +78,7 @@ def fix_surrogates(text: str) -> str:
 
 
 def has_control(text: str) -> bool:
-    """True when :func:`strip_control` would change ``text``.
+    """True when :func:`clean_text` would change ``text``.
 
     >>> has_control("plain text\\n"), has_control("bell\\x07")
     (False, True)

@@ -70,6 +70,7 @@ _STREET_FIRST = re.compile(
     r"\b(?:[A-Z][a-zäöüßéèàíóúñ'\-]*(?:straße|strasse|str\.|weg|gasse|platz|allee|ring|damm|"
     r"laan|straat|gracht|plein|kade|singel|dijk|steeg|markt)|"
     r"(?:[A-ZÄÖÜ][a-zäöüß]+-){1,3}(?:Straße|Strasse|Str\.|Weg|Gasse|Platz|Allee|Ring|Damm)|"
+    r"[A-ZÄÖÜ][a-zäöüß]+er\s+(?:Straße|Strasse|Str\.|Weg|Gasse|Platz|Allee|Ring|Damm)|"
     r"(?:Calle|Avenida|Av\.|Carrer|Via|Viale|Piazza|Corso|Rua|Praça)\s+(?:de\s+|del\s+|la\s+)?"
     r"[A-Z][\w'\-]+(?:\s+[A-Z][\w'\-]+)?)"
     r"\s+\d{1,5}(?:\s?[a-zA-Z](?![a-z]))?(?:[-/]\s?[\dA-Za-z]{1,4})?"
@@ -78,6 +79,15 @@ _KOREAN = re.compile(
     r"(?:[가-힣]+(?:특별시|광역시|특별자치시|도|시)\s+)?[가-힣]+(?:구|군|시)\s+"
     r"(?:[가-힣]+(?:동|읍|면)\s+)?[가-힣0-9]+(?:로|길|거리|가)\s*\d+(?:-\d+)?(?:\s*\d+호)?")
 _PO_BOX = re.compile(r"\b(?i:P\.?\s?O\.?\s?Box|Post Office Box)\s+\d{1,6}\b")
+# what follows a street and number: a floor or flat ("3º B", "m. 15", "kv. 7"), then a postcode
+# (Poland 00-514, Portugal 1100-053, Brazil 01310-200, Netherlands 1016 GV, Sweden 111 52,
+# four or five digits) and its city ("Zürich", "Warszawa"), which stay with the address
+_AFTER = re.compile(
+    # "º" and "ª" read "o" and "a" once the gate has folded the text to NFKC
+    r"(?:,?\s*(?:\d{1,2}(?:\s?[º°]|[ºªoa](?![a-z]))\s?[A-Za-z]?|"
+    r"(?i:m|kv|apt|app|apto|piso|lok)\.?\s?\d{1,4}))?"
+    r",?\s*(?:\d{2}-\d{3}|\d{4,5}-\d{3}|\d{4}\s?[A-Z]{2}(?![\w])|\d{3}\s\d{2}|\d{4,5})(?![\w-])"
+    r"(?:\s+(?=[A-ZÀ-ÞĀ-Ž])[\w'\-]+(?:\s+(?=[A-ZÀ-Þ])[\w'\-]+)?)?")
 # "In 2019 Apple Park opened": a year before a capitalized place is not a house number
 _YEAR_ALONE = re.compile(r"(?:19|20)\d\d\s[^,\d]*$")
 _PATTERNS = (_NUMBER_FIRST, _FRENCH, _KOREAN_ROMAN, _STREET_FIRST, _KOREAN, _PO_BOX,
@@ -91,6 +101,8 @@ def find_addresses(text: str) -> list[tuple[int, int]]:
     merged: list[tuple[int, int]] = []
     for start, end in spans:
         end = start + len(text[start:end].rstrip(" ,."))
+        after = _AFTER.match(text, end)
+        end = after.end() if after else end
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:

@@ -25,7 +25,16 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["is_place", "place_names"]
+__all__ = ["PLACE_WORDS", "is_place", "place_names"]
+
+#: Last words that make a capitalized phrase a place or an organisation, not a person.
+PLACE_WORDS = frozenset("""
+station street st road rd avenue ave river bridge park square hall hotel university college
+school hospital airport bank church cathedral centre center tower lake mount mountain bay
+beach island inc ltd llc gmbh group company corp corporation foundation institute museum
+library stadium arena market mall gardens garden valley
+""".split())
+
 
 _ATTRS = re.compile(r"^(?:cities|city_names|countries|provinces|prefectures|states|regions|"
                     r"region_\w+|districts|metropolitan_cities|towns|city)$")

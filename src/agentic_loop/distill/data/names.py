@@ -37,22 +37,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from presidio_analyzer import EntityRecognizer
+from agentic_loop.distill.data.gazetteer import PLACE_WORDS, is_place
 
 __all__ = ["PLACE_WORDS", "code_like", "find_names", "is_english_word", "name_lists",
-           "name_parts", "name_recognizer", "plausible_person"]
+           "name_parts", "plausible_person"]
 
 # abbreviations in any case; full words capitalized only ("I miss Jakarta" is no title)
 _TITLES = (r"(?:(?i:Mr|Mrs|Ms|Mx|Dr|Prof|Mme|Mlle|Sr|Sra)\.?|"
            r"(?:Miss|Professor|Sir|Dame|Madam|Herr|Frau|Doctor)\b)")
-_SALUTES = r"(?:Dear|Hi|Hello|Hey|Hiya|Greetings|Good\s+(?:morning|afternoon|evening))"
+_SALUTES = (r"(?:Dear|Hi|Hello|Hey|Hiya|Greetings|Good\s+(?:morning|afternoon|evening)|Car[oa]|"
+            r"Gentil[ei]|Querid[oa]|Estimad[oa]|Prezad[oa]|Ch[eè]re?|Bonjour|Hola|Ol[aá]|Ciao|"
+            r"Hallo|Liebe[r]?|Sehr\s+geehrte[rs]?|Geachte|Drog[ia]|Szanown[ya]|Hej)")
 _SIGNOFFS = (r"(?:Regards|Best\s+regards|Kind\s+regards|Warm\s+regards|Best\s+wishes|Best|"
              r"Thanks|Thank\s+you|Many\s+thanks|Cheers|Sincerely|Yours(?:\s+(?:truly|sincerely))?|"
-             r"Cordially|Respectfully)")
-_TOKEN = r"[A-Za-z\u00c0-\u024f][A-Za-z\u00c0-\u024f'\-]*"
+             r"Cordially|Respectfully|Merry\s+Christmas|Happy\s+Holidays|(?:Viele\s+|Beste\s+|Liebe\s+|Herzliche\s+)?Gr[üu](?:ß|ss)e|"
+             r"Mit\s+freundlichen\s+Gr[üu](?:ß|ss)en|(?:Bien\s+)?[Cc]ordialement|Bien\s+à\s+vous|Saludos|Atentamente|"
+             r"Un\s+saludo|(?:Cordiali|Distinti)\s+saluti|Saluti|Atenciosamente|Abraços|"
+             r"Met\s+vriendelijke\s+groet(?:en)?|Groeten|Pozdrawiam|Z\s+poważaniem|Hälsningar)")
+_TOKEN = r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff][A-Za-z\u00c0-\u024f\u1e00-\u1eff'\-]*"  # Vietnamese
 _SEQ = rf"{_TOKEN}(?:[ \t]+{_TOKEN}){{0,3}}"
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("title", re.compile(rf"\b{_TITLES}[ \t]+({_SEQ})")),
@@ -60,20 +64,26 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
                               rf"(?!{_TITLES}[ \t])({_SEQ})")),
     ("here", re.compile(rf"(?:^|(?<=[,.;:!?\n])\s*)(?i:it'?s[ \t]+|this[ \t]+is[ \t]+)?"
                         rf"({_TOKEN}(?:[ \t]+{_TOKEN})?)[ \t]+here\b")),
-    ("signoff", re.compile(rf"\b{_SIGNOFFS}[ \t]*,[ \t]*\n?[ \t]*({_SEQ})")),
+    ("signoff", re.compile(rf"\b{_SIGNOFFS}(?:[ \t]*,[ \t]*\n?|[ \t]*\n)[ \t]*({_SEQ})")),
+    # "TODO(Hiroshi Tanaka):", "FIXME(jdoe)": the person a code comment assigns work to
+    ("todo", re.compile(r"\b(?:TODO|FIXME|XXX|HACK|NOTE)\(([^()\n]{2,40})\)")),
     ("introduction", re.compile(rf"(?i:\bmy\s+name\s+is|\bcall\s+me|\bname:|\bsigned,?)"
                                 rf"[ \t]+({_SEQ})")),
     # "a customer named Ravi Iyer": capitalized (not all-caps) words only, "named tuple" is none
     ("named", re.compile(r"\b(?:named|called)[ \t]+([A-Z][a-z\u00df-\u024f'\-]+"
                          r"(?:[ \t]+[A-Z][a-z\u00df-\u024f'\-]+){0,2})(?![\w])")),
 )
-_CAP = (r"[A-Z\u00c0-\u00de][a-z\u00df-\u024f']+"
-        r"(?:-[A-Z\u00c0-\u00de]?[a-z\u00df-\u024f']+)*(?![\w])")  # "Al-Sayed" too
+_CAP = (r"[A-Z\u00c0-\u00de\u1e00-\u1eff][a-z\u00df-\u024f\u1e00-\u1eff']+"
+        r"(?:-[A-Z\u00c0-\u00de]?[a-z\u00df-\u024f\u1e00-\u1eff']+)*(?![\w])")  # "Al-Sayed" too
 # "Explain to Priyanka Ramaswamy why": capitalized words after a verb's preposition
 _ADDRESSED = re.compile(
     r"(?<![\w])(?i:to|for|with|from|by|cc|ask|tell|thank|invite|remind|notify|inform|"
-    r"congratulate|email|call|contact|meet|help|pay|assist|answer|about|and)[ \t]+"
-    rf"({_CAP}(?:[ \t]+(?:(?:de|van|der|von|da|di|del|la|le|bin|al|el)[ \t]+)?{_CAP}){{1,2}})")
+    r"congratulate|email|call|contact|meet|help|pay|assist|answer|about|and|"
+    # the same in French, German, Spanish, Italian, Portuguese, Dutch, Polish (a listed name needed)
+    r"(?P<native>à|pour|avec|par|für|mit|von|para|con|por|per|com|aan|voor|met|dla|przez|od))"
+    r"(?:[ \t]*:)?[ \t]+"  # "cc: María José Fernández"
+    rf"(?P<name>{_CAP}(?:[ \t]+(?:(?:de|van|der|von|da|di|del|la|le|bin|al|el)[ \t]+)?{_CAP})"
+    r"{1,2})")
 #: Words after a salutation or before "here" that address no one in particular.
 GENERIC = frozenset("""
 sir madam team all everyone everybody there friend friends customer customers colleague
@@ -81,6 +91,7 @@ colleagues hiring manager managers valued user users support folks guys world ag
 committee board member members partner partners client clients applicant applicants candidate
 reader readers neighbour neighbor neighbours neighbors mom mum dad sales admin human resources
 hr whom concern y'all people ladies gentlemen student students parents teacher staff and or
+grüße grüsse gruß mundo todos tous tutti zusammen
 the a an to my our your his her their its this that these those what who we i me us it is
 was are were be been am not no yes ok okay so just only also then now here there again new
 """.split())
@@ -97,7 +108,16 @@ _SYLLABLE = (r"(?:kk|tt|pp|ss|jj|ch|g|k|n|d|t|r|l|m|b|p|s|j|h|y|w)?"
              r"(?:ng|k|n|t|l|m|p)?")
 _KOREAN_GIVEN = re.compile(rf"{_SYLLABLE}-?{_SYLLABLE}")
 _WORDS = re.compile(_TOKEN)
-_LATIN_NAME = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z\u00c0-\u024f' \-]*")
+_UNDECOMPOSED = str.maketrans({"ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D",
+                               "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe"})
+_GREETING = re.compile(rf"(?i:{_SIGNOFFS}|{_SALUTES})(?![\w])")
+_LATIN_NAME = re.compile(rf"{_TOKEN}(?: {_TOKEN})*")
+_FIRST_ATTRS = ("first_names", "first_names_male", "first_names_female", "first_romanized_names",
+                "first_romanized_names_male", "first_romanized_names_female")
+_LAST_ATTRS = ("last_names", "last_names_male", "last_names_female", "last_romanized_names",
+               "male_last_names", "unisex_last_names")
+# feminine and inflected surname endings -> the listed form (Wiśniewska -> wiśniewski)
+_SURNAME_FORMS = (("ska", "ski"), ("cka", "cki"), ("ová", ""), ("ova", "ov"), ("eva", "ev"))
 
 
 @lru_cache(maxsize=1)
@@ -113,8 +133,7 @@ def name_lists() -> tuple[frozenset[str], frozenset[str]]:
     for module in pkgutil.iter_modules(person.__path__):
         provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"),
                            "Provider", None)
-        for attr, into in (("first_names", first), ("first_names_male", first),
-                           ("first_names_female", first), ("last_names", last)):
+        for attr, into in [*((a, first) for a in _FIRST_ATTRS), *((a, last) for a in _LAST_ATTRS)]:
             names = getattr(provider, attr, ())
             for name in names if isinstance(names, (tuple, list, dict)) else ():
                 if isinstance(name, str) and _LATIN_NAME.fullmatch(name):
@@ -126,13 +145,10 @@ def name_lists() -> tuple[frozenset[str], frozenset[str]]:
 
 @lru_cache(maxsize=1)
 def _english() -> frozenset[str]:
-    from pathlib import Path
-
     from spacy.lang.en.stop_words import STOP_WORDS
     from spacy.lookups import Lookups
 
     from agentic_loop.distill.data.pii import DEFAULT_SPACY_MODEL
-
     words = set(STOP_WORDS)
     for folder in Path(_package_dir(DEFAULT_SPACY_MODEL)).glob("*/lemmatizer/lookups"):
         lookups = Lookups().from_disk(folder)
@@ -152,8 +168,6 @@ def _package_dir(name: str) -> str:
 
         raise PiiError(f"package {name!r} is not installed; install the `pii` extra "
                        "(pip install 'agentic-loop[pii]')")
-    from pathlib import Path
-
     return str(Path(spec.origin).parent)
 
 
@@ -182,18 +196,23 @@ def _base(word: str) -> str:
 
 
 def _ascii(word: str) -> str:
-    """``word`` without accents (Martínez -> martinez)."""
+    """``word`` without accents (Martínez -> martinez, Małgorzata -> malgorzata)."""
     import unicodedata
 
+    word = word.translate(_UNDECOMPOSED)  # letters NFKD does not split into base and accent
     return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
 
 
 def _is_first(word: str) -> bool:
-    return word.lower() in name_lists()[0]
+    return word.lower() in name_lists()[0] or _ascii(word.lower()) in name_lists()[0]
 
 
 def _is_last(word: str) -> bool:
-    return word.lower() in name_lists()[1] or word.lower() in _KOREAN_SURNAMES
+    low = word.lower()
+    return low in name_lists()[1] or _ascii(low) in name_lists()[1] or low in _KOREAN_SURNAMES or (
+        any(
+        low.endswith(end) and len(low) > len(end) + 2 and low[:-len(end)] + base in name_lists()[1]
+        for end, base in _SURNAME_FORMS))
 
 
 def _korean_given(word: str) -> bool:
@@ -231,9 +250,10 @@ def _take(text: str, start: int, seq: str, *, strong: bool) -> tuple[int, int] |
 
 
 def _pairs(text: str) -> Iterator[tuple[int, int, str]]:
-    """First name + surname by the name lists, and romanized Korean names."""
+    """First name + surname by the name lists (first names before them too: "Fatima Zahra
+    Benali"), and romanized Korean names."""
     words = list(_WORDS.finditer(text))
-    for a, b in zip(words, words[1:], strict=False):
+    for k, (a, b) in enumerate(zip(words, words[1:], strict=False)):
         gap = text[a.end():b.start()]
         if gap not in (" ", "\t"):
             continue
@@ -243,8 +263,13 @@ def _pairs(text: str) -> Iterator[tuple[int, int, str]]:
         if (x.lower() in _KOREAN_SURNAMES and _korean_given(y)) or (
                 _korean_given(x) and y.lower() in _KOREAN_SURNAMES):
             yield a.start(), b.end(), "korean_name"
-        elif _is_first(x) and _is_last(y) and not (is_english_word(x) and is_english_word(y)):
-            yield a.start(), b.end(), "name_list"
+        elif _is_first(x) and _is_last(y) and not (is_english_word(x) and is_english_word(y)
+                                                   ) and not is_place(f"{x} {y}"):  # Hong Kong
+            while k and text[words[k - 1].end():words[k].start()] == " " and _style(
+                    words[k - 1].group()) == _style(x) and _is_first(words[k - 1].group()
+                                                            ) and not is_english_word(x):
+                k, x = k - 1, words[k - 1].group()
+            yield words[k].start(), b.end(), "name_list"
 
 
 def _style(word: str) -> str:
@@ -260,17 +285,17 @@ def _addressed(text: str) -> Iterator[tuple[int, int, str]]:
     """Capitalized first and last names after "to", "for", "with", "ask"... ("Explain to
     Priyanka Ramaswamy why"): no word is an English word unless it is a listed name, and
     the whole is no known place ("to Buenos Aires") nor a place phrase ("Victoria Station")."""
-    from agentic_loop.distill.data.gazetteer import is_place
-
     for match in _ADDRESSED.finditer(text):
-        value = match.group(1)
+        value = match.group("name")
         words = [_base(w) for w in value.split() if w.lower() not in PARTICLES]
         if words[-1].lower() in PLACE_WORDS or any(w.lower() in GENERIC for w in words):
             continue
         english = [is_english_word(w) and not (_is_first(w) or _is_last(w)) for w in words]
+        if match.group("native") and not any(_is_first(w) or _is_last(w) for w in words):
+            continue  # "für Deutsche Bahn": German capitalizes every noun
         if not any(english):
             if not is_place(value):
-                yield match.start(1), match.end(1), "addressed"
+                yield match.start("name"), match.end("name"), "addressed"
 
 
 def find_names(text: str) -> list[tuple[int, int, str]]:
@@ -304,15 +329,6 @@ def _plausible_words(value: str) -> bool:
                                for w in words)
 
 
-#: Last words that make a capitalized phrase a place or an organisation, not a person.
-PLACE_WORDS = frozenset("""
-station street st road rd avenue ave river bridge park square hall hotel university college
-school hospital airport bank church cathedral centre center tower lake mount mountain bay
-beach island inc ltd llc gmbh group company corp corporation foundation institute museum
-library stadium arena market mall gardens garden valley
-""".split())
-
-
 def code_like(value: str) -> bool:
     """Whether an entity guess is a piece of code or an id (``get_user(user_id``, ``a.b``).
 
@@ -334,11 +350,12 @@ def plausible_person(text: str, start: int, end: int) -> bool:
     >>> plausible_person("Vielen Dank!", 0, 11), plausible_person("in Buenos Aires", 3, 15)
     (False, False)
     """
-    from agentic_loop.distill.data.gazetteer import is_place
-
     value = text[start:end]
-    if code_like(value) or re.search(r"\d", value) or is_place(value):
+    if code_like(value) or re.search(r"\d", value) or is_place(value) or re.fullmatch(
+            r"[a-z]{2,3}(?:-[A-Za-z]{2,8})+", value):  # a language tag: "zh-Hans-CN"
         return False  # an id, a piece of code, or a known place ("Buenos Aires", "Kraków")
+    if any(m.start() <= start and end <= m.end() for m in _GREETING.finditer(text)):
+        return False  # "Mit freundlichen Grüßen", "Bien cordialement": a greeting, no one
     if not re.search(r"[A-Za-z\u00c0-\u024f]", value):  # another script: its rules decide
         from agentic_loop.distill.data.script_names import find_script_names
 
@@ -348,8 +365,9 @@ def plausible_person(text: str, start: int, end: int) -> bool:
     words = [w for w in value.split() if w.lower() not in PARTICLES]
     if words and _foreign_stop_word(words[0]):
         return False  # a phrase of another language: "Vielen Dank", "Ihre Nachricht"
-    if len(words) > 1 and words[-1].lower() in PLACE_WORDS:
-        return False  # "Victoria Station", "Jordan River"
+    if len(words) > 1 and (words[-1].lower() in PLACE_WORDS or (not _is_last(words[-1]) and all(
+            map(is_english_word, words)))):
+        return False  # "Victoria Station"; English words, no surname last: "Deep Learning"
     if len(words) == 1:
         word = words[0]
         return _is_first(word) or _is_last(word) or not is_english_word(word)
@@ -408,26 +426,3 @@ def name_parts(value: str) -> tuple[list[str], list[str]]:
         else:
             anycase.append(word)
     return anycase, exact
-
-
-def name_recognizer(supported_language: str = "en") -> EntityRecognizer:
-    """:func:`find_names` as a Presidio recognizer of ``PERSON`` (score 0.7; the rule as name).
-
-    >>> r = name_recognizer()
-    >>> [x.entity_type for x in r.analyze("Dear Mr. Okonkwo,", [])]
-    ['PERSON']
-    """
-    from presidio_analyzer import EntityRecognizer, RecognizerResult
-
-    class NameRuleRecognizer(EntityRecognizer):
-        def load(self) -> None:
-            """The lists load lazily, on the first text."""
-
-        def analyze(self, text: str, entities: list[str],
-                    nlp_artifacts: object = None) -> list[RecognizerResult]:
-            return [RecognizerResult("PERSON", start, end, 0.7, recognition_metadata={
-                RecognizerResult.RECOGNIZER_NAME_KEY: f"NameRules:{rule}"})
-                for start, end, rule in find_names(text)]
-
-    return NameRuleRecognizer(supported_entities=["PERSON"], name="NameRuleRecognizer",
-                              supported_language=supported_language)

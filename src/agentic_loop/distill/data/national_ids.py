@@ -52,7 +52,8 @@ from agentic_loop.distill.data.recognizers import ContextPatternRecognizer, cont
 if TYPE_CHECKING:
     from presidio_analyzer.nlp_engine import NlpArtifacts
 
-__all__ = ["NATIONAL_ID_ENTITIES", "PASSPORT", "PASSPORT_CONTEXT", "CheckedIdRecognizer",
+__all__ = ["BIRTH_CONTEXT", "DATE_OF_BIRTH", "NATIONAL_ID_ENTITIES", "PASSPORT",
+           "PASSPORT_CONTEXT", "CheckedIdRecognizer", "birth_date_recognizer",
            "StdnumRecognizer", "find_national_ids", "national_id_recognizers",
            "passport_recognizer"]
 
@@ -72,6 +73,23 @@ PASSPORT_CONTEXT: tuple[str, ...] = (
     "паспорт", "διαβατήριο", "护照", "護照", "パスポート", "旅券", "여권", "جواز السفر", "جواز سفر",
     "דרכון", "पासपोर्ट", "หนังสือเดินทาง",
 )
+DATE_OF_BIRTH = "DATE_OF_BIRTH"
+#: Words that make a date beside them someone's date of birth, in many languages.
+BIRTH_CONTEXT: tuple[str, ...] = (
+    "date of birth", "birth date", "birthdate", "birthday", "dob", "d.o.b", "born", "née", "né",
+    "date de naissance", "geburtsdatum", "geboren", "geb.", "geb.-datum", "geburtstag",
+    "fecha de nacimiento", "nacido",
+    "nacida", "data di nascita", "nato", "nata", "data de nascimento", "nascido", "nascida",
+    "geboortedatum", "data urodzenia", "urodzony", "urodzona", "дата рождения", "родился",
+    "родилась", "出生日期", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일", "जन्म तिथि",
+    "जन्मतिथि", "تاريخ الميلاد", "תאריך לידה", "doğum tarihi", "ngày sinh",
+)
+_MONTHS = (r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?|janvier|février|"
+           r"fevrier|mars|avril|mai|juin|juillet|août|aout|septembre|octobre|novembre|décembre|"
+           r"januar|februar|märz|juni|juli|oktober|dezember|enero|febrero|marzo|abril|mayo|junio|"
+           r"julio|agosto|septiembre|octubre|noviembre|diciembre|gennaio|febbraio|aprile|maggio|"
+           r"giugno|luglio|settembre|ottobre|dicembre|janeiro|fevereiro|março|maio|junho|julho|"
+           r"setembro|outubro|dezembro")
 WEAK_SCORE = 0.3  # below the gate's default threshold (0.35): dropped unless context lifts it
 BOOST = 0.4
 _DIGITS = r"(?<![0-9A-Za-z])"
@@ -106,17 +124,20 @@ class CheckedIdRecognizer(EntityRecognizer):
 
     ``weak`` is ``True`` when every match needs a context word, or the names
     of the patterns that do (a bare CPF does, a dotted one does not).
-    ``accept`` rejects matches the inner recognizer's pattern lets through
-    (lowercase PANs). Context words are the inner recognizer's own, plus
-    ``context`` and :data:`GENERIC_CONTEXT`.
+    ``accept`` rejects matches the inner recognizer's pattern lets through;
+    ``weak_when`` makes a match weak by its value (a PAN in lowercase needs
+    a context word, one in capitals does not). Context words are the inner
+    recognizer's own, plus ``context`` and :data:`GENERIC_CONTEXT`.
     """
 
     def __init__(self, inner: PatternRecognizer, context: Sequence[str] = (), *,
                  weak: bool | Collection[str] = False,
-                 accept: Callable[[str], bool] | None = None, window: int = 40) -> None:
+                 accept: Callable[[str], bool] | None = None,
+                 weak_when: Callable[[str], bool] | None = None, window: int = 40) -> None:
         self.inner = inner
         self.weak = weak
         self.accept = accept
+        self.weak_when = weak_when
         self.window = window
         words = [*(inner.context or []), *context, *GENERIC_CONTEXT]
         self._context = context_regex(list(dict.fromkeys(w.lower() for w in words)))
@@ -142,7 +163,8 @@ class CheckedIdRecognizer(EntityRecognizer):
                     self.accept is not None and not self.accept(value)):
                 continue
             pattern = getattr(result.analysis_explanation, "pattern_name", None)
-            weak = self.weak is True or (not isinstance(self.weak, bool) and pattern in self.weak)
+            weak = self.weak is True or (not isinstance(self.weak, bool) and pattern in self.weak
+                                         ) or bool(self.weak_when and self.weak_when(value))
             if self.has_context(text, result.start, result.end):
                 result.score = min(1.0, result.score + BOOST)
             elif weak:
@@ -177,7 +199,7 @@ def _cn_ric(number: str) -> bool:
     from stdnum.cn import ric
     from stdnum.exceptions import ValidationError
 
-    number = ric.compact(number)
+    number = ric.compact(number.replace(" ", "").replace("-", ""))  # "110105 19491231 002X"
     try:
         ric.get_birth_date(number)
     except ValidationError:
@@ -193,8 +215,8 @@ def _stdnum(module: str) -> Callable[[str], bool]:
     return is_valid
 
 
-def _upper_and(check: Callable[[str], bool]) -> Callable[[str], bool]:
-    return lambda value: value.isupper() and check(value)
+def _not_upper(value: str) -> bool:
+    return not value.isupper()
 
 
 def _pattern(name: str, regex: str) -> Pattern:
@@ -205,11 +227,13 @@ def _pattern(name: str, regex: str) -> Pattern:
 _STDNUM: dict[str, tuple[str, tuple[Pattern, ...], str | Callable[[str], bool],
                          tuple[str, ...], bool | frozenset[str]]] = {
     "FR_NIR": ("FrNirRecognizer", (
-        _pattern("NIR", r"[12] ?\d{2} ?(?:0[1-9]|1[0-2]|[2-9]\d) ?(?:\d{2}|2[ABab]) ?\d{3} ?\d{3}"
-                        r" ?\d{2}"),), "fr.nir",
+        _pattern("NIR", r"[12][ .]?\d{2}[ .]?(?:0[1-9]|1[0-2]|[2-9]\d)[ .]?(?:\d{2}|2[ABab])"
+                        r"[ .]?\d{3}[ .]?\d{3}[ .]?\d{2}"),),
+        lambda v: _stdnum("fr.nir")(v.replace(".", "")),
         ("nir", "insee", "sécurité sociale", "securite sociale", "numéro de sécu", "carte vitale"),
         False),
-    "CN_RIC": ("CnRicRecognizer", (_pattern("RIC", r"\d{6}(?:18|19|20)\d{2}\d{7}[\dXx]"),),
+    "CN_RIC": ("CnRicRecognizer", (
+        _pattern("RIC", r"\d{6}[ -]?(?:18|19|20)\d{6}[ -]?\d{3}[\dXx]"),),
                _cn_ric, ("身份证号", "身份证号码", "居民身份证", "resident identity"), False),
     "JP_MY_NUMBER": ("JpMyNumberRecognizer", (_pattern("My Number", r"\d{4}[ -]?\d{4}[ -]?\d{4}"),),
                      "jp.in_", ("my number", "mynumber", "individual number", "マイナンバー",
@@ -220,8 +244,18 @@ _STDNUM: dict[str, tuple[str, tuple[Pattern, ...], str | Callable[[str], bool],
     "BR_CNPJ": ("BrCnpjRecognizer", (_pattern("CNPJ", r"\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}"),
                                      _pattern("CNPJ bare", r"\d{14}")),
                 "br.cnpj", ("cnpj", "cadastro nacional"), frozenset({"CNPJ bare"})),
-    "NL_BSN": ("NlBsnRecognizer", (_pattern("BSN", r"\d{4}\.?\d{2}\.?\d{3}|\d{9}"),), "nl.bsn",
+    "NL_BSN": ("NlBsnRecognizer", (_pattern(
+        "BSN", r"\d{4}\.?\d{2}\.?\d{3}|\d{9}|\d{3} \d{3} \d{3}"),), "nl.bsn",
                ("bsn", "burgerservicenummer", "sofinummer"), True),
+    # Presidio's ES_NIF and ES_NIE patterns take "12345678-Z" and "X1234567L"; Spaniards also
+    # write "12.345.678-Z" and "X-1234567-L"
+    "ES_NIF": ("EsNifDottedRecognizer", (
+        _pattern("NIF dotted", r"\d{1,2}\.\d{3}\.\d{3}[ -]?[A-Za-z]"),),
+        lambda v: _stdnum("es.nif")(v.replace(".", "")), ("dni", "nif", "documento nacional"),
+        False),
+    "ES_NIE": ("EsNieSpacedRecognizer", (
+        _pattern("NIE spaced", r"[XYZxyz](?:[ -]\d{7}[ -]?|\d{7}[ -])[A-Za-z]"),),
+        "es.nie", ("nie", "extranjero"), False),
     "DE_TAX_ID": ("DeTaxIdSpacedRecognizer", (_pattern("Steuer-ID spaced",
                                                        r"\d{2} \d{3} \d{3} \d{3}"),),
                   "de.idnr", ("steuer-id", "steuerid", "identifikationsnummer", "idnr"), True),
@@ -260,12 +294,13 @@ def national_id_recognizers(supported_language: str = "en") -> list[CheckedIdRec
     for entity, (cls, context, weak, check) in _PRESIDIO.items():
         recognizer = getattr(presidio, cls)
         accept = _stdnum(check) if check else None
-        strict = None
-        if entity == "IN_PAN":  # written in capitals ("hello2024x" is none); stdnum checks the
-            accept = _upper_and(_stdnum("in_.pan"))  # rest, so the slow loose patterns can go
+        strict, weak_when = None, None
+        if entity == "IN_PAN":  # stdnum checks the shape, so the slow loose patterns can go;
             strict = [p for p in recognizer.PATTERNS if p.name == "PAN (High)"]
+            weak_when = _not_upper  # one in lowercase ("hello2024x" is none) needs context
         inner = recognizer(supported_language=supported_language, patterns=strict)
-        out.append(CheckedIdRecognizer(inner, context, weak=weak, accept=accept))
+        out.append(CheckedIdRecognizer(inner, context, weak=weak, accept=accept,
+                                       weak_when=weak_when))
     for entity, (name, patterns, rule, context, weak_patterns) in _STDNUM.items():
         validator = _stdnum(rule) if isinstance(rule, str) else rule
         inner = StdnumRecognizer(entity, patterns, validator, name=name,
@@ -276,10 +311,14 @@ def national_id_recognizers(supported_language: str = "en") -> list[CheckedIdRec
 
 class _PassportRecognizer(ContextPatternRecognizer):
     def validate_result(self, pattern_text: str) -> bool | None:
-        """Four digits or more, a digit in each part (``None`` keeps the pattern's score)."""
+        """Four digits or more, a digit in each part, or a letter series then six digits or
+        more ("EZ 7654321"); ``None`` keeps the pattern's score."""
         parts = pattern_text.split()
         digits = sum(c.isdigit() for c in pattern_text)
-        return None if digits >= 4 and all(any(c.isdigit() for c in p) for p in parts) else False
+        series = len(parts) == 2 and parts[0].isalpha() and parts[1].isdigit() and len(
+            parts[1]) >= 6
+        return None if digits >= 4 and (series or all(any(c.isdigit() for c in p) for p in parts)
+                                        ) else False
 
 
 def passport_recognizer(supported_language: str = "en") -> ContextPatternRecognizer:
@@ -298,6 +337,30 @@ def passport_recognizer(supported_language: str = "en") -> ContextPatternRecogni
     return _PassportRecognizer(PASSPORT, [Pattern("passport id", token, WEAK_SCORE)],
                                PASSPORT_CONTEXT, boost=BOOST, name="PassportRecognizer",
                                supported_language=supported_language)
+
+
+def birth_date_recognizer(supported_language: str = "en") -> ContextPatternRecognizer:
+    """``DATE_OF_BIRTH``: a date (numeric, ISO, with a month name, 年月日) next to a birth word.
+
+    A date alone is no personal data (a release, a deadline); beside "date of
+    birth", "Geburtsdatum", "né le", "生年月日" it names a person's birthday.
+
+    >>> r = birth_date_recognizer()
+    >>> [x.score for x in r.analyze_text("Geburtsdatum: 02.11.1990")]
+    [0.7]
+    >>> [x.score for x in r.analyze_text("Released on 02.11.1990")]
+    [0.3]
+    """
+    year = r"(?:19|20)\d{2}"
+    dates = (rf"\d{{1,2}}[./\-]\d{{1,2}}[./\-](?:{year}|\d{{2}})|"
+             rf"{year}[./\-]\d{{1,2}}[./\-]\d{{1,2}}|"
+             rf"\d{{1,2}}\.?\s+(?:de\s+)?(?i:{_MONTHS})\s+(?:de\s+)?{year}|"
+             rf"(?i:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+{year}|"
+             rf"{year}\s?[年년]\s?\d{{1,2}}\s?[月월]\s?\d{{1,2}}\s?[日일]")
+    pattern = Pattern("date", rf"(?<![\w/.\-])(?:{dates})(?![\w/\-]|\.\d)", WEAK_SCORE)
+    return ContextPatternRecognizer(DATE_OF_BIRTH, [pattern], BIRTH_CONTEXT, boost=BOOST,
+                                    window=30, name="BirthDateRecognizer",
+                                    supported_language=supported_language)
 
 
 @lru_cache(maxsize=1)

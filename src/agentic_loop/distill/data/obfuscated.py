@@ -64,8 +64,12 @@ def find_spelled_emails(text: str) -> list[tuple[int, int]]:
     """Spans of e-mail addresses with ``at``/``dot`` spelled out (plain ones are Presidio's)."""
     from agentic_loop.distill.data.recognizers import offline_tld_extractor
 
-    spans = []
-    for match in _SPELLED_EMAIL.finditer(text):
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    # a rejected match ("me at jdoe.wanders") must not hide one starting inside it
+    # ("jdoe.wanders [at] proton [dot] me"): the search resumes after its first character
+    while (match := _SPELLED_EMAIL.search(text, pos)) is not None:
+        pos = match.start() + 1
         value = match.group()
         spelled_dot = re.search(rf"(?i)\s{_DOT_WORDS}\s|[\[({{<]{_DOT_WORDS}|\s\.\s", value)
         if "@" in value and not spelled_dot and not re.search(r"\s@|@\s|[\[({<]", value):
@@ -76,6 +80,7 @@ def find_spelled_emails(text: str) -> list[tuple[int, int]]:
             continue  # "work at amazon.com"-like prose needs a spelled dot or a username
         if offline_tld_extractor()(domain).fqdn:
             spans.append(match.span())
+            pos = match.end()
     return spans
 
 

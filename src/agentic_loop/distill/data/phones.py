@@ -67,7 +67,9 @@ PHONE_CONTEXT: tuple[str, ...] = (
     "téléphone", "portable", "appelez", "appelle", "telefon", "handy", "rufnummer", "cellulare",
     "chiama", "telefone", "celular", "ligue", "telefonu", "komórka", "телефон", "тел", "номер",
     "电话", "電話", "手机", "手機", "携帯", "전화", "휴대폰", "핸드폰", "연락처", "هاتف", "جوال",
-    "טלפון", "फ़ोन", "फोन", "मोबाइल", "โทร",
+    "טלפון", "फ़ोन", "फोन", "मोबाइल", "โทร", "ring mig", "ring meg", "ring til", "mobil", "bel me",
+    "bel mij", "mobiel", "zadzwoń", "dzwoń", "puhelin", "soita", "hubungi", "điện thoại",
+    "τηλέφωνο", "τηλ", "κινητό", "volejte", "tlf", "تلفن", "موبایل",
 )
 
 

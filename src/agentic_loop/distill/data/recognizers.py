@@ -53,7 +53,11 @@ from presidio_analyzer import (
     RecognizerRegistry,
     RecognizerResult,
 )
-from presidio_analyzer.predefined_recognizers import EmailRecognizer, SpacyRecognizer
+from presidio_analyzer.predefined_recognizers import (
+    EmailRecognizer,
+    IpRecognizer,
+    SpacyRecognizer,
+)
 
 from agentic_loop.distill.data.pii import (
     DEFAULT_PHONE_REGIONS,
@@ -70,10 +74,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BANK_ACCOUNT_CONTEXT",
     "ContextPatternRecognizer",
+    "HostIpRecognizer",
     "VettedSpacyRecognizer",
     "OfflineEmailRecognizer",
     "bank_account_recognizer",
     "build_analyzer",
+    "name_recognizer",
     "context_regex",
     "offline_tld_extractor",
 ]
@@ -115,20 +121,25 @@ class OfflineEmailRecognizer(EmailRecognizer):
 def context_regex(words: Sequence[str]) -> re.Pattern[str]:
     """One case-insensitive regex for context ``words``, the same in every mode and script.
 
-    A short ASCII word (under six letters: "tel", "nhs", "cpf") must stand
+    A short Latin word (under six letters: "tel", "nhs", "cpf", "né") must stand
     whole, a plural ``s`` allowed; a longer one may begin a longer word, as
     compounds and inflections do ("Reisepassnummer", "paszportu",
     "passports"); any other word is a substring, because Korean, Chinese and
     Japanese attach particles to it ("계좌번호로", "マイナンバーは").
 
-    >>> rx = context_regex(["passport", "tel", "护照"])
-    >>> [bool(rx.search(t)) for t in ("Passportnummer", "hotel", "Tel.", "护照号码")]
-    [True, False, True, True]
+    Spaces, hyphens and underscores inside a word are interchangeable or
+    absent, as in field names ("nhs number" matches ``"nhs_number":``,
+    "steuer-id" matches ``steuer_id=``).
+
+    >>> rx = context_regex(["passport", "tel", "护照", "nhs number"])
+    >>> [bool(rx.search(t)) for t in ("Passportnummer", "hotel", "Tel.", "护照号码", "NHS_Number")]
+    [True, False, True, True, True]
     """
     def one(word: str) -> str:
-        if not word.isascii():
-            return re.escape(word)
-        return rf"\b{re.escape(word)}" + (r"\w*" if len(word) >= 6 else r"(?:s|es)?\b")
+        body = r"[\s_\-]?".join(map(re.escape, re.split(r"[\s_\-]+", word.strip())))
+        if not all(ord(c) < 0x250 or 0x1E00 <= ord(c) <= 0x1EFF for c in word):
+            return body  # Latin letters with accents ("née") stand whole: "année" is no "née"
+        return rf"\b{body}" + (r"\w*" if len(word) >= 6 else r"(?:s|es)?\b")
 
     return re.compile("|".join(map(one, words)), re.IGNORECASE)
 
@@ -220,6 +231,28 @@ def bank_account_recognizer(
     )
 
 
+class HostIpRecognizer(IpRecognizer):
+    """Presidio's IP recognizer, less the addresses that name no machine: loopback, unspecified.
+
+    ``127.0.0.1``, ``::1``, ``0.0.0.0`` and ``::`` are the same on every
+    host; replacing them teaches a model nothing about privacy and breaks the
+    meaning of networking answers ("IPv6 loopback is ::1").
+
+    >>> r = HostIpRecognizer()
+    >>> [r.invalidate_result(ip) for ip in ("::1", "127.0.0.1", "0.0.0.0", "203.0.113.9")]
+    [True, True, True, False]
+    """
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        """Invalid, loopback or unspecified addresses are no finding."""
+        import ipaddress
+
+        if super().invalidate_result(pattern_text):
+            return True
+        address = ipaddress.ip_interface(pattern_text).ip
+        return address.is_loopback or address.is_unspecified
+
+
 class VettedSpacyRecognizer(SpacyRecognizer):
     """Presidio's spaCy NER recognizer, its guesses vetted before the analyzer merges them.
 
@@ -248,6 +281,31 @@ class VettedSpacyRecognizer(SpacyRecognizer):
         return out
 
 
+def name_recognizer(supported_language: str = "en") -> EntityRecognizer:
+    """:func:`~agentic_loop.distill.data.names.find_names` as a recognizer of ``PERSON``.
+
+    Each finding scores 0.7 and carries the rule that found it as its recognizer name.
+
+    >>> r = name_recognizer()
+    >>> [x.entity_type for x in r.analyze("Dear Mr. Okonkwo,", [])]
+    ['PERSON']
+    """
+    from agentic_loop.distill.data.names import find_names
+
+    class NameRuleRecognizer(EntityRecognizer):
+        def load(self) -> None:
+            """The lists load lazily, on the first text."""
+
+        def analyze(self, text: str, entities: list[str],
+                    nlp_artifacts: object = None) -> list[RecognizerResult]:
+            return [RecognizerResult("PERSON", start, end, 0.7, recognition_metadata={
+                RecognizerResult.RECOGNIZER_NAME_KEY: f"NameRules:{rule}"})
+                for start, end, rule in find_names(text)]
+
+    return NameRuleRecognizer(supported_entities=["PERSON"], name="NameRuleRecognizer",
+                              supported_language=supported_language)
+
+
 def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
                    score_threshold: float, extra: Sequence[EntityRecognizer] = ()
                    ) -> AnalyzerEngine:
@@ -264,8 +322,8 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
     from presidio_analyzer.predefined_recognizers import KrRrnRecognizer
 
     from agentic_loop.distill.data.addresses import address_recognizer
-    from agentic_loop.distill.data.names import name_recognizer
     from agentic_loop.distill.data.national_ids import (
+        birth_date_recognizer,
         national_id_recognizers,
         passport_recognizer,
     )
@@ -291,7 +349,7 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
     registry = RecognizerRegistry(supported_languages=[LANGUAGE])
     with _quiet("presidio-analyzer"):  # one warning per recognizer of another language, by design
         registry.load_predefined_recognizers(languages=[LANGUAGE], nlp_engine=nlp_engine)
-    for name in ("EmailRecognizer", "PhoneRecognizer", "NhsRecognizer"):  # ours replace these
+    for name in ("EmailRecognizer", "PhoneRecognizer", "NhsRecognizer", "IpRecognizer"):  # ours
         registry.remove_recognizer(name)
     if mode == "spacy":
         registry.remove_recognizer("SpacyRecognizer")
@@ -299,6 +357,7 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
             supported_language=LANGUAGE, supported_entities=nlp_engine.get_supported_entities()))
     for recognizer in (
         OfflineEmailRecognizer(supported_language=LANGUAGE),
+        HostIpRecognizer(supported_language=LANGUAGE),
         WordedPhoneRecognizer(supported_regions=list(phone_regions), supported_language=LANGUAGE),
         *([korean_mobile_recognizer(LANGUAGE)] if "KR" in phone_regions else []),
         InternationalPhoneRecognizer(LANGUAGE),
@@ -310,6 +369,7 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
         address_recognizer(LANGUAGE),
         *national_id_recognizers(LANGUAGE),
         passport_recognizer(LANGUAGE),
+        birth_date_recognizer(LANGUAGE),
         name_recognizer(LANGUAGE),
         *spelled_recognizers(LANGUAGE),
         *extra,

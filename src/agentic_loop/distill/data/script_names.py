@@ -65,21 +65,35 @@ _STRONG_NATIVE = (r"уважаем(?:ый|ая|ые)|дорог(?:ой|ая)|з�
                   r"مرحبا|اسمي|الاسم|المهندس|מר|גברת|ד\"ר|שלום|לכבוד|היי|שמי|שם|בברכה|"
                   r"श्री|श्रीमती|सुश्री|डॉ\.|प्रिय|नमस्ते|मेरा नाम|नाम|आदरणीय|"
                   r"ชื่อ|이름은|이름|저는|성명|고객|안녕하세요|제 이름은|姓名|氏名|名前|联系人|"
-                  r"聯絡人|收件人|客户|客戶|患者")
+                  r"聯絡人|收件人|客户|客戶|患者|お客様|お客さま|担当者|відправник|отримувач|отправитель|"
+                  r"получатель")
 _WEAK_EN = (r"(?i:to|for|with|from|by|cc|ask|tell|thank|thanks to|email|call|reply to|"
-            r"write to|meet|invite|remind|notify|inform|congratulate|and|or|about|of)")
+            r"write to|meet|invite|remind|notify|inform|congratulate|and|or|about|of|"
+            # the same in Russian, Ukrainian, Greek, Arabic, Persian, Hebrew
+            r"от|для|к|ко|с|со|у|о|об|про|и|від|до|з|із|та|από|για|με|προς|και|"
+            r"من|إلى|الى|مع|عن|و|از|به|با|برای|עם|אל|מאת|של|את)")
 _STRONG_BEFORE = re.compile(rf"(?:(?<![^\W\d_])(?:{_STRONG_EN})\.?|(?:{_STRONG_NATIVE}))"
-                            r"[ \t]*[,:：]?[ \t]*\n?[ \t]*$", re.IGNORECASE)
+                            # quotes and "=" too: '"name": "王小明"', name='Иван Петров'
+                            r"[\"'”»]?[ \t]*[,:：=]?[ \t]*\n?[ \t]*[\"'“«]?$", re.IGNORECASE)
 _WEAK_BEFORE = re.compile(rf"(?<![^\W\d_]){_WEAK_EN}[ \t]+$")
 # cues and honorifics written inside a Han, kana, Hangul or Thai run, without a space
-_CJK_PREFIX = re.compile(r"(?:尊敬的|亲爱的|親愛的|我叫|我是|名叫|叫做|私は|担当の|拝啓|致)")
+_CJK_PREFIX = re.compile(r"(?:尊敬的|亲爱的|親愛的|我叫|我是|名叫|叫做|私は|担当の|拝啓|致|"
+                         r"联系|聯繫|聯絡|转告|轉告)")
+# words an honorific follows that are no name: "お客様" (the customer), "皆様" (everyone)
+_NOT_NAME = frozenset({"お客", "皆", "各位", "貴", "奥", "神"})
 _CJK_SUFFIX = re.compile(r"(?:先生|女士|小姐|老师|老師|同学|同學|经理|經理|医生|醫生|教授|总|總|"
                          r"さん|様|さま|氏|君|くん|ちゃん|殿|先輩|部長|課長)")
 _HANGUL_SUFFIX = re.compile(r"(?:님|씨|선생님|고객님|교수님|박사님|께서|에게|께|"
                             r"은|는|이|가|을|를|의|과|와|도)$")
+_HONORIFIC_END = r"(?:님|씨)(?:께서|께|에게|은|는|이|가|을|를|의|도)?$"
 _CUE_WORD = re.compile(_STRONG_NATIVE, re.IGNORECASE)
 _CJK_PARTICLE = re.compile(r"[的是说在和与跟にはがをのと]")
 _THAI_TITLE = re.compile(r"(?<!ขอบ)(?:คุณ|นางสาว|นาย|นาง|ดร\.)")
+# case endings of Russian and Ukrainian names ("от Иванова Петра", "Ольге"), longest first
+_CASE_ENDINGS = ("ого", "ому", "ой", "ей", "ом", "ем", "ым", "им", "ою", "ею", "а", "я", "у", "ю",
+                 "е", "ы", "и")
+# one-letter prefixes Hebrew and Arabic write on a name ("למרים": "to Miriam", "ولأحمد")
+_PREFIX = {"HEBREW": "לבוהמשכ", "ARABIC": "لوبفك"}
 _PATRONYMIC = re.compile(r"(?:ович|евич|ьич)(?:а|у|ем|е)?$|(?:овн|евн|ичн)(?:а|ы|е|у|ой)$")
 
 
@@ -145,9 +159,15 @@ def script_name_lists() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
 
 
 def _listed(word: str, script: str, index: int | None = None) -> bool:
+    """Whether ``word`` is a listed first name (``index`` 0) or surname (1), inflected or not."""
     first, last = script_name_lists().get(script, (frozenset(), frozenset()))
     low = word.lower()
-    return (index != 1 and low in first) or (index != 0 and low in last)
+    forms = {low}
+    if script == "CYRILLIC":  # the listed nominative: Петра -> петр, Иванова -> иванов(а)
+        for end in _CASE_ENDINGS:
+            if low.endswith(end) and len(low) > len(end) + 2:
+                forms.update(low[:-len(end)] + tail for tail in ("", "а", "я", "й", "ь"))
+    return any((index != 1 and f in first) or (index != 0 and f in last) for f in forms)
 
 
 def _han_surname(run: str) -> int:
@@ -245,14 +265,15 @@ def _inner_cues(text: str, runs: list[_Run]) -> Iterator[tuple[int, int]]:
                 head = run.text[:honor.start()]
                 head = _CJK_PARTICLE.split(head)[-1]
                 n = next((k for k in (3, 2) if len(head) >= k and _han_surname(head[-k:])), 0)
-                if n == 0 and head and (all(unicodedata.name(c, "").startswith("KATAKANA")
-                                            for c in head) or len(head) <= 4):
+                if n == 0 and head and head not in _NOT_NAME and (all(unicodedata.name(
+                        c, "").startswith("KATAKANA") for c in head) or len(head) <= 4):
                     n = len(head)
                 if n:
                     end = run.start + honor.start()
                     yield end - n, end
-        elif run.script == "HANGUL" and re.search(r"(?:님|씨)$", run.text):
-            word = _HANGUL_SUFFIX.sub("", re.sub(r"(?:선생님|고객님|교수님|박사님)$", "", run.text))
+        elif run.script == "HANGUL" and re.search(_HONORIFIC_END, run.text):  # "박지훈님께"
+            word = _HANGUL_SUFFIX.sub("", re.sub(r"(?:선생님|고객님|교수님|박사님)$", "",
+                                                 re.sub(r"(?<=[님씨])[가-힣]{1,2}$", "", run.text)))
             if 2 <= len(word) <= 4:
                 yield run.start, run.start + len(word)
         elif run.script == "HANGUL" and i + 1 < len(runs) and runs[i + 1].text in (
@@ -283,11 +304,14 @@ def _list_names(text: str, runs: list[_Run]) -> Iterator[tuple[int, int]]:
             continue
         if _CUE_WORD.fullmatch(a.text):  # "שלום דוד": a greeting before the name, also a name
             continue
-        pair = (_listed(a.text, a.script, 0) and _listed(b.text, b.script, 1)) or (
-            _listed(a.text, a.script, 1) and _listed(b.text, b.script, 0))
-        patronymic = cased and bool(_PATRONYMIC.search(b.text) or _PATRONYMIC.search(a.text))
-        if pair or patronymic:
-            yield a.start, b.end
+        for cut in (0, 1) if a.text[0] in _PREFIX.get(a.script, "") else (0,):
+            head = a.text[cut:]  # "למרים לוי": "to" Miriam Levi
+            pair = (_listed(head, a.script, 0) and _listed(b.text, b.script, 1)) or (
+                _listed(head, a.script, 1) and _listed(b.text, b.script, 0))
+            patronymic = cased and bool(_PATRONYMIC.search(b.text) or _PATRONYMIC.search(a.text))
+            if pair or patronymic:
+                yield a.start + cut, b.end
+                break
 
 
 def _isolated(text: str, runs: list[_Run]) -> Iterator[tuple[int, int]]:

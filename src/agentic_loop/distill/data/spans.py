@@ -25,16 +25,21 @@ Example:
     ('<PERSON>先生说: <PERSON> will call', 2)
     >>> replace_values("Updated with 2345-6789-0124.", {"2345 6789 0124": "IN_AADHAAR"})
     ('Updated with <IN_AADHAAR>.', Counter({'IN_AADHAAR': 1}))
+    >>> folded, where = fold_width("mail ａｎａ＠ｘ．ｃｏｍ")
+    >>> folded, map_span(where, 5, len(folded))
+    ('mail ana@x.com', (5, 14))
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PRIORITY", "Finding", "replace_spans", "replace_values", "replace_words"]
+__all__ = ["PRIORITY", "Finding", "fold_width", "map_span", "replace_spans", "replace_values",
+           "replace_words"]
 
 #: Tie-breaks between equally confident claims on a merged span (most harmful first);
 #: a SECRET claim wins whatever the scores.
@@ -42,7 +47,8 @@ PRIORITY: tuple[str, ...] = ("SECRET", "CREDIT_CARD", "IBAN_CODE", "US_SSN", "KR
                              "CN_RIC", "FR_NIR", "IT_FISCAL_CODE", "ES_NIF", "ES_NIE",
                              "PL_PESEL", "DE_TAX_ID", "UK_NINO", "UK_NHS", "IN_AADHAAR",
                              "JP_MY_NUMBER", "BR_CPF", "BR_CNPJ", "NL_BSN", "IN_PAN",
-                             "DE_ID_CARD", "PASSPORT", "EMAIL_ADDRESS", "STREET_ADDRESS",
+                             "DE_ID_CARD", "PASSPORT", "DATE_OF_BIRTH",
+                             "EMAIL_ADDRESS", "STREET_ADDRESS",
                              "PHONE_NUMBER", "PERSON")
 PERSON_PLACEHOLDER = "<PERSON>"
 _UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -141,3 +147,31 @@ def replace_values(text: str, values: dict[str, str]) -> tuple[str, Counter[str]
         text, n = pattern.subn(f"<{values[value]}>", text)
         count[values[value]] += n
     return text, +count
+
+
+def fold_width(text: str) -> tuple[str, list[int] | None]:
+    """``text`` in NFKC form, one character at a time, and where each folded character came from.
+
+    Fullwidth forms ("ａｎａ＠ｘ．ｃｏｍ", "０９０－１２３４"), ligatures and other
+    compatibility characters read as their plain letters and digits to a
+    person, but no recognizer's pattern matches them. The gate analyzes the
+    folded text and maps each finding back with :func:`map_span`, so the
+    original characters are what gets replaced. ``None`` means nothing changed.
+    """
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text, None
+    out: list[str] = []
+    where: list[int] = []
+    for i, char in enumerate(text):
+        folded = unicodedata.normalize("NFKC", char)
+        out.append(folded)
+        where.extend([i] * len(folded))
+    where.append(len(text))
+    return "".join(out), where
+
+
+def map_span(where: list[int] | None, start: int, end: int) -> tuple[int, int]:
+    """A span of :func:`fold_width`'s folded text as a span of the original text."""
+    if where is None or end <= start:
+        return start, end
+    return where[start], where[end - 1] + 1
