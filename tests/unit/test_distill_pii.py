@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 
-from agentic_loop.distill.data.pii import PiiError, PiiGate, PiiReport
-from agentic_loop.distill.data.recognizers import bank_account_recognizer
+from agentic_loop.distill.data.pii.gate import PiiError, PiiGate, PiiReport
+from agentic_loop.distill.data.pii.recognizers import bank_account_recognizer
 
 
 @pytest.fixture(scope="module")

@@ -20,14 +20,14 @@ from stdnum.gb import nhs
 from stdnum.in_ import pan
 from stdnum.nl import bsn
 
-from agentic_loop.distill.data.addresses import find_addresses
-from agentic_loop.distill.data.names import find_names, plausible_person
-from agentic_loop.distill.data.national_ids import birth_date_recognizer, find_national_ids
-from agentic_loop.distill.data.obfuscated import find_spelled_emails
-from agentic_loop.distill.data.pii import PiiGate
-from agentic_loop.distill.data.recognizers import context_regex
-from agentic_loop.distill.data.script_names import find_script_names
-from agentic_loop.distill.data.spans import fold_width, map_span
+from agentic_loop.distill.data.pii.addresses import find_addresses
+from agentic_loop.distill.data.pii.gate import PiiGate
+from agentic_loop.distill.data.pii.names import find_names, plausible_person
+from agentic_loop.distill.data.pii.national_ids import birth_date_recognizer, find_national_ids
+from agentic_loop.distill.data.pii.obfuscated import find_spelled_emails
+from agentic_loop.distill.data.pii.recognizers import context_regex
+from agentic_loop.distill.data.pii.script_names import find_script_names
+from agentic_loop.distill.data.pii.spans import fold_width, map_span
 
 
 @pytest.fixture(scope="module")

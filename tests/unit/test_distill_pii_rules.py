@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pii_corpus import BENIGN
 
-from agentic_loop.distill.data.addresses import find_addresses
-from agentic_loop.distill.data.names import find_names, name_parts, plausible_person
-from agentic_loop.distill.data.obfuscated import find_spelled_emails, find_spelled_phones
-from agentic_loop.distill.data.pii import PiiGate
-from agentic_loop.distill.data.secrets import SecretScanner
-from agentic_loop.distill.data.spans import Finding, replace_spans, replace_words
+from agentic_loop.distill.data.pii.addresses import find_addresses
+from agentic_loop.distill.data.pii.gate import PiiGate
+from agentic_loop.distill.data.pii.names import find_names, name_parts, plausible_person
+from agentic_loop.distill.data.pii.obfuscated import find_spelled_emails, find_spelled_phones
+from agentic_loop.distill.data.pii.secrets import SecretScanner
+from agentic_loop.distill.data.pii.spans import Finding, replace_spans, replace_words
 
 
 @pytest.fixture(scope="module")

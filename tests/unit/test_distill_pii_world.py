@@ -13,15 +13,15 @@ import pytest
 from distill_helpers import make_run
 from pii_corpus_world import KINDS, benign_texts, is_valid_id, leaks, planted_records
 
-from agentic_loop.distill.data.addresses import find_addresses
-from agentic_loop.distill.data.gazetteer import is_place
-from agentic_loop.distill.data.names import find_names
-from agentic_loop.distill.data.national_ids import find_national_ids
-from agentic_loop.distill.data.obfuscated import find_spelled_emails, find_spelled_phones
-from agentic_loop.distill.data.pii import NATIONAL_ID_ENTITIES, PiiGate
-from agentic_loop.distill.data.recognizers import context_regex
+from agentic_loop.distill.data.pii.addresses import find_addresses
+from agentic_loop.distill.data.pii.gate import NATIONAL_ID_ENTITIES, PiiGate
+from agentic_loop.distill.data.pii.gazetteer import is_place
+from agentic_loop.distill.data.pii.names import find_names
+from agentic_loop.distill.data.pii.national_ids import find_national_ids
+from agentic_loop.distill.data.pii.obfuscated import find_spelled_emails, find_spelled_phones
+from agentic_loop.distill.data.pii.recognizers import context_regex
+from agentic_loop.distill.data.pii.script_names import find_script_names
 from agentic_loop.distill.data.redact import redact_runs, run_texts
-from agentic_loop.distill.data.script_names import find_script_names
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ def demo(
     """
     from agentic_loop.cli.common import console
     from agentic_loop.demo.run import DemoOptions, run_demo
-    from agentic_loop.distill.data.pii import PiiMode
+    from agentic_loop.distill.data.pii.gate import PiiMode
     from agentic_loop.errors import ConfigError
 
     if pii not in get_args(PiiMode):

@@ -20,7 +20,7 @@ from agentic_loop.distill.data.datasets import (
 )
 from agentic_loop.distill.data.errors import EmptyExportError, ExportError
 from agentic_loop.distill.data.export import ExportProgress, ExportReport, export_datasets
-from agentic_loop.distill.data.pii import (
+from agentic_loop.distill.data.pii.gate import (
     DEFAULT_ENTITIES,
     DEFAULT_PHONE_REGIONS,
     PiiError,

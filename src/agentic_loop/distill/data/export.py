@@ -68,7 +68,7 @@ from agentic_loop.distill.data.curate import (
 from agentic_loop.distill.data.datasets import PairRow, SftRow, preference_pairs, sft_rows
 from agentic_loop.distill.data.errors import EmptyExportError, ExportError
 from agentic_loop.distill.data.manifest import guard_counts, rubric_versions, write_manifest
-from agentic_loop.distill.data.pii import PiiGate, PiiMode, PiiReport
+from agentic_loop.distill.data.pii.gate import PiiGate, PiiMode, PiiReport
 from agentic_loop.distill.data.redact import redact_runs, run_texts
 from agentic_loop.distill.data.samples import (
     RETRIEVED_PARTS,

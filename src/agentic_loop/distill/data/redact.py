@@ -2,7 +2,7 @@
 
 A run's task, its drafts (best-of-n alternatives too) and its final output
 become prompts and responses of training rows, so each passes
-:class:`~agentic_loop.distill.data.pii.PiiGate`.
+:class:`~agentic_loop.distill.data.pii.gate.PiiGate`.
 Texts repeat a lot (the final output is one of the drafts, a task is run
 many times), so each distinct text is anonymized once.
 
@@ -23,7 +23,7 @@ half a run would make wrong pairs. Fields that never reach a dataset
 returned copies, so no later step can leak them by accident.
 
 Example:
-    >>> from agentic_loop.distill.data.pii import PiiGate
+    >>> from agentic_loop.distill.data.pii.gate import PiiGate
     >>> from agentic_loop.trajectories import Round, Trajectory
     >>> run = Trajectory(architecture="reflection", model_id="m", task="Greet me",
     ...                  rounds=[Round(iteration=0, draft="Hello there", score=9.0, critique="ok")],
@@ -39,10 +39,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from agentic_loop.distill.data.pii import PiiGate, PiiReport, Redaction
+from agentic_loop.distill.data.pii.gate import PiiGate, PiiReport, Redaction
+from agentic_loop.distill.data.pii.secrets import SecretScanner
+from agentic_loop.distill.data.pii.spans import replace_values, replace_words
 from agentic_loop.distill.data.samples import prompt_texts, redacted_prompts
-from agentic_loop.distill.data.secrets import SecretScanner
-from agentic_loop.distill.data.spans import replace_values, replace_words
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["PROPAGATION", "RedactedRuns", "email_name_parts", "redact_runs", "run_texts"]
@@ -97,7 +97,7 @@ def email_name_parts(address: str) -> list[str]:
 
 def _record_names(redactions: Iterable[Redaction]) -> tuple[list[str], list[str]]:
     """Words to remove everywhere in one record: ``(any case, exact case)``."""
-    from agentic_loop.distill.data.names import is_english_word, name_parts
+    from agentic_loop.distill.data.pii.names import is_english_word, name_parts
 
     anycase: set[str] = set()
     exact: set[str] = set()

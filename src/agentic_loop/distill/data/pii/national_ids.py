@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING
 
 from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, RecognizerResult
 
-from agentic_loop.distill.data.pii import NATIONAL_ID_ENTITIES
-from agentic_loop.distill.data.recognizers import ContextPatternRecognizer, context_regex
+from agentic_loop.distill.data.pii.entities import NATIONAL_ID_ENTITIES
+from agentic_loop.distill.data.pii.recognizers import ContextPatternRecognizer, context_regex
 
 if TYPE_CHECKING:
     from presidio_analyzer.nlp_engine import NlpArtifacts

@@ -14,7 +14,7 @@ the usual layouts without a model:
   ``Calle Mayor 12``;
 * Korean: ``서울특별시 강남구 테헤란로 152``; and ``PO Box 4471``;
 * Japanese, Chinese, Russian, Polish, Nordic, Spanish/Italian/Portuguese
-  with a comma before the number: :mod:`~agentic_loop.distill.data.world_addresses`.
+  with a comma before the number: :mod:`~agentic_loop.distill.data.pii.world_addresses`.
 
 A street needs a street word ("Street", "Rd", "laan", "straße"...) next to
 the number, so "3 easy steps" or "version 2 release" is not an address.
@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agentic_loop.distill.data.world_addresses import WORLD_PATTERNS
+from agentic_loop.distill.data.pii.world_addresses import WORLD_PATTERNS
 
 if TYPE_CHECKING:
     from presidio_analyzer import EntityRecognizer

@@ -1,6 +1,6 @@
 """Presidio's analyzer as the PII gate builds it: offline e-mail, context-boosted patterns.
 
-:func:`build_analyzer` assembles the analyzer a :class:`~agentic_loop.distill.data.pii.PiiGate`
+:func:`build_analyzer` assembles the analyzer a :class:`~agentic_loop.distill.data.pii.gate.PiiGate`
 uses: the NLP engine of its mode, Presidio's predefined recognizers, and the
 ones below in place of (or beside) the stock ones. Two problems with the
 stock recognizers, and one gap:
@@ -22,7 +22,7 @@ stock recognizers, and one gap:
   common) and is redacted once a context word stands near it.
 * phone numbers beyond ``phonenumbers``' metadata (Korean mobiles by
   format, ``+CC`` numbers, digit groups beside a phone word in any
-  language) are :mod:`~agentic_loop.distill.data.phones`' job.
+  language) are :mod:`~agentic_loop.distill.data.pii.phones`' job.
 
 Example:
     >>> recognizer = bank_account_recognizer()
@@ -59,7 +59,7 @@ from presidio_analyzer.predefined_recognizers import (
     SpacyRecognizer,
 )
 
-from agentic_loop.distill.data.pii import (
+from agentic_loop.distill.data.pii.entities import (
     DEFAULT_PHONE_REGIONS,
     DEFAULT_SPACY_MODEL,
     LANGUAGE,
@@ -259,7 +259,7 @@ class VettedSpacyRecognizer(SpacyRecognizer):
     The small English model calls sentence-initial verbs ("Summarise"), ids,
     places and whole phrases of other languages ("Vielen Dank") people. A
     ``PERSON`` must look like a name
-    (:func:`~agentic_loop.distill.data.names.plausible_person`) and a
+    (:func:`~agentic_loop.distill.data.pii.names.plausible_person`) and a
     ``LOCATION`` must not be code. Vetting happens here, not after the
     analyzer, because Presidio drops a rule's finding that a higher-scoring
     spaCy span contains: a guess rejected later would take the rule's name with it.
@@ -268,7 +268,7 @@ class VettedSpacyRecognizer(SpacyRecognizer):
     def analyze(self, text: str, entities: list[str],
                 nlp_artifacts: NlpArtifacts | None = None) -> list[RecognizerResult]:
         """spaCy's entities, less the guesses that cannot be what they claim."""
-        from agentic_loop.distill.data.names import code_like, plausible_person
+        from agentic_loop.distill.data.pii.names import code_like, plausible_person
 
         out = []
         for result in super().analyze(text, entities, nlp_artifacts):
@@ -282,7 +282,7 @@ class VettedSpacyRecognizer(SpacyRecognizer):
 
 
 def name_recognizer(supported_language: str = "en") -> EntityRecognizer:
-    """:func:`~agentic_loop.distill.data.names.find_names` as a recognizer of ``PERSON``.
+    """:func:`~agentic_loop.distill.data.pii.names.find_names` as a recognizer of ``PERSON``.
 
     Each finding scores 0.7 and carries the rule that found it as its recognizer name.
 
@@ -290,7 +290,7 @@ def name_recognizer(supported_language: str = "en") -> EntityRecognizer:
     >>> [x.entity_type for x in r.analyze("Dear Mr. Okonkwo,", [])]
     ['PERSON']
     """
-    from agentic_loop.distill.data.names import find_names
+    from agentic_loop.distill.data.pii.names import find_names
 
     class NameRuleRecognizer(EntityRecognizer):
         def load(self) -> None:
@@ -321,20 +321,20 @@ def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
     from presidio_analyzer.nlp_engine import NlpEngineProvider
     from presidio_analyzer.predefined_recognizers import KrRrnRecognizer
 
-    from agentic_loop.distill.data.addresses import address_recognizer
-    from agentic_loop.distill.data.national_ids import (
+    from agentic_loop.distill.data.pii.addresses import address_recognizer
+    from agentic_loop.distill.data.pii.national_ids import (
         birth_date_recognizer,
         national_id_recognizers,
         passport_recognizer,
     )
-    from agentic_loop.distill.data.obfuscated import spelled_recognizers
-    from agentic_loop.distill.data.phones import (
+    from agentic_loop.distill.data.pii.obfuscated import spelled_recognizers
+    from agentic_loop.distill.data.pii.phones import (
         ContextPhoneRecognizer,
         InternationalPhoneRecognizer,
         WordedPhoneRecognizer,
         korean_mobile_recognizer,
     )
-    from agentic_loop.distill.data.secrets import secret_recognizer
+    from agentic_loop.distill.data.pii.secrets import secret_recognizer
 
     if mode == "spacy":
         _check_spacy_model(spacy_model)

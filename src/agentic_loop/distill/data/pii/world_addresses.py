@@ -1,6 +1,6 @@
 """Street addresses written the way Japan, China, Russia, Poland, Scandinavia and Iberia write them.
 
-:mod:`~agentic_loop.distill.data.addresses` matches the English, French,
+:mod:`~agentic_loop.distill.data.pii.addresses` matches the English, French,
 Dutch, German and Korean layouts: a house number beside a street word.
 These countries put the pieces elsewhere: a Japanese address runs from the
 postcode (``〒150-0002``) through prefecture, city and district to block

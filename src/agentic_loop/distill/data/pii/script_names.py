@@ -1,6 +1,6 @@
 """Names of people written in non-Latin scripts, by context, by name lists and by their shape.
 
-The Latin name rules (:mod:`~agentic_loop.distill.data.names`) see nothing
+The Latin name rules (:mod:`~agentic_loop.distill.data.pii.names`) see nothing
 in "Write to Дмитрий Соколов", "Dear 王伟", "田中太郎様" or "김민준님", and the
 English spaCy model does not either. :func:`find_script_names` splits a
 text into runs of one script (Cyrillic, Greek, Armenian, Georgian, Arabic,
@@ -23,7 +23,7 @@ a name when:
 The name lists are Faker's person providers for every non-Latin locale
 (Russian, Ukrainian, Bulgarian, Greek, Armenian, Georgian, Arabic, Persian,
 Hebrew, Hindi, Marathi, Nepali, Bengali, Tamil, Thai, Chinese, Japanese,
-Korean...); places come from :mod:`~agentic_loop.distill.data.gazetteer`.
+Korean...); places come from :mod:`~agentic_loop.distill.data.pii.gazetteer`.
 Ordinary words stay: a cased script needs capitals, a weak cue needs a
 listed word, and Han text is never scanned for names without a cue.
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import takewhile
 
-from agentic_loop.distill.data.gazetteer import is_place
+from agentic_loop.distill.data.pii.gazetteer import is_place
 
 __all__ = ["find_script_names", "script_name_lists", "script_of"]
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from presidio_analyzer import Pattern, PatternRecognizer, RecognizerResult
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
-from agentic_loop.distill.data.recognizers import ContextPatternRecognizer, context_regex
+from agentic_loop.distill.data.pii.recognizers import ContextPatternRecognizer, context_regex
 
 if TYPE_CHECKING:
     from presidio_analyzer.nlp_engine import NlpArtifacts

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from agentic_loop.distill.data.gazetteer import PLACE_WORDS, is_place
+from agentic_loop.distill.data.pii.gazetteer import PLACE_WORDS, is_place
 
 __all__ = ["PLACE_WORDS", "code_like", "find_names", "is_english_word", "name_lists",
            "name_parts", "plausible_person"]
@@ -148,7 +148,7 @@ def _english() -> frozenset[str]:
     from spacy.lang.en.stop_words import STOP_WORDS
     from spacy.lookups import Lookups
 
-    from agentic_loop.distill.data.pii import DEFAULT_SPACY_MODEL
+    from agentic_loop.distill.data.pii.entities import DEFAULT_SPACY_MODEL
     words = set(STOP_WORDS)
     for folder in Path(_package_dir(DEFAULT_SPACY_MODEL)).glob("*/lemmatizer/lookups"):
         lookups = Lookups().from_disk(folder)
@@ -164,7 +164,7 @@ def _package_dir(name: str) -> str:
 
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
-        from agentic_loop.distill.data.pii import PiiError
+        from agentic_loop.distill.data.pii.entities import PiiError
 
         raise PiiError(f"package {name!r} is not installed; install the `pii` extra "
                        "(pip install 'agentic-loop[pii]')")
@@ -313,7 +313,7 @@ def find_names(text: str) -> list[tuple[int, int, str]]:
     found.extend(_pairs(text))
     found.extend(_addressed(text))
     if not text.isascii():
-        from agentic_loop.distill.data.script_names import find_script_names
+        from agentic_loop.distill.data.pii.script_names import find_script_names
 
         found.extend((start, end, "script") for start, end in find_script_names(text))
     by_span: dict[tuple[int, int], str] = {}
@@ -357,7 +357,7 @@ def plausible_person(text: str, start: int, end: int) -> bool:
     if any(m.start() <= start and end <= m.end() for m in _GREETING.finditer(text)):
         return False  # "Mit freundlichen Grüßen", "Bien cordialement": a greeting, no one
     if not re.search(r"[A-Za-z\u00c0-\u024f]", value):  # another script: its rules decide
-        from agentic_loop.distill.data.script_names import find_script_names
+        from agentic_loop.distill.data.pii.script_names import find_script_names
 
         return any(s < end and start < e for s, e in find_script_names(text))
     if not any(c.islower() for c in value):

@@ -62,7 +62,7 @@ _SPELLED_PHONE = re.compile(rf"(?i)\b{_PHONE_TOKEN}(?:[\s,.\-]{{1,3}}{_PHONE_TOK
 
 def find_spelled_emails(text: str) -> list[tuple[int, int]]:
     """Spans of e-mail addresses with ``at``/``dot`` spelled out (plain ones are Presidio's)."""
-    from agentic_loop.distill.data.recognizers import offline_tld_extractor
+    from agentic_loop.distill.data.pii.recognizers import offline_tld_extractor
 
     spans: list[tuple[int, int]] = []
     pos = 0
