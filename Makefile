@@ -52,10 +52,14 @@ bench-serve: setup vllm
 	$(BIN)/python bench/serve.py
 	$(BIN)/python bench/front.py
 
-# ruff (style, imports, line length) over everything; mypy over the package, which ships py.typed.
+# ruff (style, imports, line length) over everything; mypy over the package, which ships py.typed;
+# the import contract: import-linter's (pyproject's [tool.importlinter]: floors, distill's stages,
+# no circles between siblings), then no circle through a package's __init__ (test_import_layers).
 lint: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

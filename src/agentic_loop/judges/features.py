@@ -36,6 +36,10 @@ from typing import Any, Literal
 
 from agentic_loop.errors import ConfigError, JudgeError
 
+# CheckResult and the value types live below this module and the constraint builders (which
+# return checks), so the two never import each other; re-exported here as before.
+from agentic_loop.judges.check_result import CheckFn, CheckResult, FeatureKind, FeatureValue
+
 __all__ = [
     "LLM_COUNT_LIMIT",
     "RESERVED_NAMES",
@@ -44,10 +48,8 @@ __all__ = [
     "Feature",
     "FeatureKind",
     "FeatureValue",
+    "set_constraint_builder",
 ]
-
-FeatureKind = Literal["bool", "count"]
-FeatureValue = bool | int
 
 #: Upper bound of an LLM count in the judge schema (raised to twice a larger target).
 LLM_COUNT_LIMIT = 100
@@ -55,23 +57,26 @@ LLM_COUNT_LIMIT = 100
 #: Names the critic's schema uses for itself; features may not take them.
 RESERVED_NAMES = frozenset({"critique", "overall_score"})
 
-
-@dataclass(frozen=True)
-class CheckResult:
-    """What a check may return when it has more to say than the bare value.
-
-    ``detail`` explains the value (``"found: our, we"``) and ends up in the
-    evaluation's explanation and in the hints given to a refine step.
-
-    >>> CheckResult(False, "found: we").value
-    False
-    """
-
-    value: FeatureValue
-    detail: str = ""
+#: ``constraint_feature(keyword, value, name=, weight=, description=)``: how a saved constraint
+#: becomes a feature again. Set by :mod:`agentic_loop.judges.checks.constraint_features` when
+#: it is imported (``agentic_loop.judges`` imports it, so it is set before any rubric is read):
+#: the checks build features and import this module, so this module never imports them.
+_constraint_feature: Callable[..., Feature] | None = None
 
 
-CheckFn = Callable[[str, str], bool | int | CheckResult]
+def set_constraint_builder(build: Callable[..., Feature]) -> None:
+    """Name the function that builds a constraint's feature (the checks package calls it)."""
+    global _constraint_feature
+    _constraint_feature = build
+
+
+def _build_constraint(keyword_: str, value: Any, **kw: Any) -> Feature:
+    if _constraint_feature is None:
+        raise ConfigError(f"constraint {keyword_!r} cannot be rebuilt: the constraint checks "
+                          "are not loaded; import agentic_loop.judges first")
+    return _constraint_feature(keyword_, value, **kw)
+
+
 
 
 def _validate_target(name: str, target: Any) -> tuple[int, int | None]:
@@ -288,12 +293,10 @@ class Feature:
          'kind': 'bool'}
         """
         if self.constraint is not None:
-            from agentic_loop.judges.checks.constraint_features import constraint_feature
-
             keyword_, value = self.constraint
             saved: dict[str, Any] = {"name": self.name, "weight": self.weight,
                                      "constraint": keyword_, "value": value}
-            if self.description != constraint_feature(keyword_, value).description:
+            if self.description != _build_constraint(keyword_, value).description:
                 saved["description"] = self.description  # only an override is worth saving
             return saved
         if self.check is not None:
@@ -322,15 +325,13 @@ class Feature:
         if not isinstance(data, Mapping):
             raise ConfigError(f"a feature must be a mapping, got {type(data).__name__}: {data!r}")
         if "constraint" in data:
-            from agentic_loop.judges.checks.constraint_features import constraint_feature
-
             unknown = set(data) - {"name", "weight", "constraint", "value", "description"}
             if unknown:
                 raise ConfigError(
                     f"constraint feature {data.get('name')!r} has unknown keys {sorted(unknown)}; "
                     "expected name, weight, constraint, value, description"
                 )
-            return constraint_feature(
+            return _build_constraint(
                 data["constraint"], data.get("value"), name=data.get("name"),
                 weight=data.get("weight", 1.0), description=data.get("description"),
             )

@@ -6,6 +6,13 @@ they run on the embedded CPU model, a distilled checkpoint, a vLLM server or
 any LangChain chat model (bare or wrapped: see :mod:`.wrappers`).
 No code path downloads weights from a model hub.
 
+A spec string is read through one table of providers (:mod:`.providers`):
+``local`` and ``openai`` (:mod:`.loaders`, over :mod:`.local` and
+:mod:`.openai_compat`), LangChain's ``provider:model`` for everything else, and
+rows contributed from above, such as the model registry's ``registry:<dir>``
+(registered by ``distill/release``, or found through its entry point), so this
+package imports nothing of the packages above it.
+
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
     >>> fake = ScriptedChatModel(responses=["ok"])
@@ -35,9 +42,17 @@ from agentic_loop.models.errors import (
     ModelTimeoutError,
     StructuredOutputError,
 )
+from agentic_loop.models.loaders import BUILT_IN_PROVIDERS  # registers local, openai, langchain
 from agentic_loop.models.model_dirs import local_model_dir, resolve_model_dir
+from agentic_loop.models.providers import (
+    ModelProvider,
+    get_provider,
+    known_providers,
+    provider_of,
+    register_provider,
+)
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
-from agentic_loop.models.spec import SPEC_FORMS, ModelSpec, parse_spec, resolve_spec
+from agentic_loop.models.spec import ModelSpec, parse_spec, resolve_spec
 from agentic_loop.models.wrappers import (
     ChatModelLike,
     chat_model_of,
@@ -46,6 +61,7 @@ from agentic_loop.models.wrappers import (
 )
 
 __all__ = [
+    "BUILT_IN_PROVIDERS",
     "DEFAULT_RETRY",
     "EMBEDDED_MODEL_ID",
     "ChatModelLike",
@@ -54,6 +70,7 @@ __all__ = [
     "ModelDirError",
     "ModelError",
     "ModelLoadError",
+    "ModelProvider",
     "ModelSpec",
     "ModelSpecError",
     "ModelTimeoutError",
@@ -61,10 +78,13 @@ __all__ = [
     "StructuredOutputError",
     "chat_model_of",
     "default_cache_dir",
+    "get_provider",
+    "known_providers",
     "load_chat_model",
     "local_model_dir",
     "model_id_of",
     "parse_spec",
+    "register_provider",
     "resolve_model_dir",
     "resolve_spec",
     "with_structured_output",
@@ -95,7 +115,8 @@ def load_chat_model(spec: str | os.PathLike[str] | ChatModelLike, **kw: Any) -> 
     for OpenAI-compatible servers. ``"registry:<dir>"`` is the registry's
     current version, always: its server under the stable name when
     ``agentic-loop serve`` serves it, else in-process, reloaded after a promote
-    or rollback (:mod:`agentic_loop.distill.release.live_model`). A spec that
+    or rollback (a provider that ``distill/release`` contributes to the table of
+    :mod:`.providers`; ``models`` never imports it). A spec that
     is not ours (``"openai:gpt-4o-mini"``,
     ``"anthropic:claude-3-5-haiku-latest"``) goes to LangChain's
     ``init_chat_model`` with the keyword arguments; that needs the
@@ -105,74 +126,5 @@ def load_chat_model(spec: str | os.PathLike[str] | ChatModelLike, **kw: Any) -> 
         chat_model_of(spec)  # refuses a runnable with no chat model inside, here and not mid-run
         return spec
     parsed = resolve_spec(spec)
-    if parsed.provider == "langchain":
-        return _init_langchain(parsed.target or "", kw)
-    if parsed.provider == "registry":
-        # The one import from models into distill, lazy: the registry reads its own index.
-        from agentic_loop.distill.release.live_model import load_registry_model
-
-        return load_registry_model(parsed.target or "", **kw)
-    if parsed.provider == "local":
-        from agentic_loop.models.local import LocalChatModel
-
-        source = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else repr(spec)
-        path = local_model_dir(parsed, source=source, cache_dir=kw.pop("cache_dir", None) or None)
-        default_id = EMBEDDED_MODEL_ID if parsed.target is None else path.name
-        model = LocalChatModel(model_path=str(path), model_id=kw.pop("model_id", default_id), **kw)
-        _ = model.engine  # load now, so a broken model fails here and not mid-run
-        return model
-    from agentic_loop.models.openai_compat import OpenAICompatibleChatModel, list_served_models
-
-    base_url = parsed.target or ""
-    api_key = kw.pop("api_key", "EMPTY")
-    check = kw.pop("check", True)
-    model_name = kw.pop("model", None)
-    if check:
-        served = list_served_models(base_url, api_key)
-        if model_name is None:
-            if not served:
-                raise ModelLoadError(f"the server at {base_url} serves no model; start it with one "
-                                     "(`agentic-loop serve`)")
-            model_name = served[0]
-        elif model_name not in served:
-            raise ModelLoadError(f"the server at {base_url} does not serve {model_name!r}; "
-                                 f"it serves {served}: pass one of them as model=")
-    if model_name is None:
-        raise ModelSpecError(
-            f"model spec {spec!r} needs model=<served model name> when check=False")
-    _drop_unset(kw)
-    return OpenAICompatibleChatModel(base_url=base_url, model=model_name, api_key=api_key, **kw)
-
-
-def _drop_unset(kw: dict[str, Any]) -> None:
-    """Sampling keywords passed as None mean "the provider's default": leave them out."""
-    for name in ("max_tokens", "temperature", "top_p", "seed", "stop"):
-        if name in kw and kw[name] is None:
-            kw.pop(name)
-
-
-def _init_langchain(spec: str, kw: dict[str, Any]) -> BaseChatModel:
-    """A spec that is not ours, through LangChain's ``init_chat_model`` (``provider:model``)."""
-    try:
-        from langchain.chat_models import init_chat_model
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"model spec {spec!r} is not one of ours, so it goes to LangChain's init_chat_model, "
-            "which needs the langchain package: pip install langchain") from exc
-    _drop_unset(kw)
-    for ours in ("check", "cache_dir", "model_id"):
-        kw.pop(ours, None)
-    try:
-        model = init_chat_model(spec, **kw)
-    except ValueError as exc:
-        raise ModelSpecError(
-            f"init_chat_model (LangChain) refused model spec {spec!r}: {exc}; "
-            f"use one of: {SPEC_FORMS}") from exc
-    except Exception as exc:  # noqa: BLE001 - a missing provider package or key, named below
-        raise ModelLoadError(
-            f"init_chat_model (LangChain) could not load {spec!r}: {type(exc).__name__}: {exc}; "
-            "install the provider's package (e.g. langchain-openai) and set its API key") from exc
-    if not isinstance(model, BaseChatModel):
-        raise ModelSpecError(f"init_chat_model (LangChain) gave no chat model for {spec!r}; "
-                             "name the model in the spec, e.g. 'openai:gpt-4o-mini'")
-    return model
+    source = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else repr(spec)
+    return provider_of(parsed.provider, spec=source).load(parsed.target, source, kw)

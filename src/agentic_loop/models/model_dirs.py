@@ -3,8 +3,9 @@
 ``load_chat_model`` (chat), training and the KL drift measure (weights) all
 resolve a spec the same way, through :func:`local_model_dir`:
 ``"local"`` is the embedded model's converted directory, ``"local:<dir>"``
-and a bare directory path are that directory, ``"registry:<dir>"`` is the
-registry's current version's directory, and the directory must hold
+and a bare directory path are that directory, a provider's spec is the
+directory its ``model_dir`` names (``"registry:<dir>"``: the registry's
+current version's), and the directory must hold
 ``config.json`` (a full model) or ``adapter_config.json`` (a LoRA adapter).
 A served model (``"openai:..."``) has no weights here, so
 :func:`resolve_model_dir` refuses it. Every failure is a
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from agentic_loop.models.embedded import ensure_converted
 from agentic_loop.models.errors import ModelDirError, ModelSpecError
+from agentic_loop.models.providers import get_provider
 from agentic_loop.models.spec import ModelSpec, resolve_spec
 
 __all__ = [
@@ -79,12 +81,11 @@ def local_model_dir(spec: ModelSpec, *, source: str | None = None,
             f"{text!r} is neither a model directory nor a model spec of a local model (no such "
             "directory here; as a LangChain spec it names a hosted model, whose weights are not "
             "on this machine); pass 'local', 'local:<dir>' or a model directory")
-    if spec.provider == "registry":  # its current version (the registry reads its own index)
-        from agentic_loop.distill.release.live_model import registry_model_dir
-
-        return local_model_dir(ModelSpec("local", str(registry_model_dir(spec.target or ""))),
-                               source=text)
     if spec.provider != "local":
+        row = get_provider(spec.provider)  # a provider from above may know its weights' folder
+        if row is not None and row.model_dir is not None:
+            return local_model_dir(ModelSpec("local", str(row.model_dir(spec.target or ""))),
+                                   source=text)
         raise ModelDirError(
             f"{text!r} is a served model: its weights are not on this machine; pass 'local', "
             "'local:<dir>' or a model directory")

@@ -6,10 +6,9 @@ Our own forms:
 * ``"local:<dir>"`` - any Hugging Face causal-LM directory on disk;
 * ``"openai:<base_url>"`` - an OpenAI-compatible server (vLLM), with ``model=``;
   only when the part after ``openai:`` is a URL;
-* ``"registry:<dir>"`` - a model registry's *current* version, always: through
-  its server under the stable name when ``agentic-loop serve`` serves it,
-  else in-process, reloaded when promote or rollback moves ``current``
-  (:mod:`agentic_loop.distill.release.live_model`).
+* ``"<provider>:<target>"`` for a provider contributed from above through
+  :mod:`~agentic_loop.models.providers`: ``"registry:<dir>"``, a model
+  registry's *current* version, always (``distill/release`` registers it).
 
 Every other spec is LangChain's: ``"openai:gpt-4o-mini"``,
 ``"anthropic:claude-3-5-haiku-latest"`` or a bare ``"gpt-4o"`` (provider
@@ -44,13 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentic_loop.models.errors import ModelDirError, ModelSpecError
+from agentic_loop.models.providers import get_provider, provider_forms
 
-__all__ = ["SPEC_FORMS", "ModelSpec", "parse_spec", "resolve_spec"]
+__all__ = ["BUILT_IN", "SPEC_FORMS", "ModelSpec", "parse_spec", "resolve_spec", "spec_forms"]
 
+#: The providers whose grammar is written here (``langchain``: every spec that is not ours).
+BUILT_IN = ("local", "openai", "langchain")
+#: The built-in forms; :func:`spec_forms` adds the providers registered from above.
 SPEC_FORMS = ('"local" (embedded SmolLM2-135M), "local:<model dir>", '
-              '"openai:<base_url>" with model=<served model name>, "registry:<registry dir>" '
-              '(its current version), or a LangChain init_chat_model spec such as '
-              '"openai:gpt-4o-mini"')
+              '"openai:<base_url>" with model=<served model name>, '
+              'or a LangChain init_chat_model spec such as "openai:gpt-4o-mini"')
 #: ``host:port[/path]`` after ``openai:``: a server address missing its scheme, not a model name.
 _ADDRESS = re.compile(r"^[A-Za-z0-9.-]+:\d+(/\S*)?$")
 
@@ -63,6 +65,15 @@ class ModelSpec:
     target: str | None  # model dir, base URL, registry dir, LangChain spec, None: embedded
 
 
+def spec_forms() -> str:
+    """Every form a spec may take: the built-in ones and each registered provider's."""
+    others = [f'"{form}"' for name, form in provider_forms().items() if name not in BUILT_IN]
+    if not others:
+        return SPEC_FORMS
+    head, _, tail = SPEC_FORMS.rpartition(", or ")
+    return f"{head}, {', '.join(others)}, or {tail}"
+
+
 def parse_spec(spec: str) -> ModelSpec:
     """Split a spec string into provider and target; a clear error if it is unusable.
 
@@ -72,9 +83,9 @@ def parse_spec(spec: str) -> ModelSpec:
     """
     if not isinstance(spec, str):
         raise ModelSpecError(f"model spec {spec!r} is a {type(spec).__name__}, not a string; "
-                             f"use one of: {SPEC_FORMS}")
+                             f"use one of: {spec_forms()}")
     if not spec.strip():
-        raise ModelSpecError(f"empty model spec {spec!r}; use one of: {SPEC_FORMS}")
+        raise ModelSpecError(f"empty model spec {spec!r}; use one of: {spec_forms()}")
     spec = spec.strip()
     provider, colon, target = spec.partition(":")
     provider = provider.lower()
@@ -84,12 +95,6 @@ def parse_spec(spec: str) -> ModelSpec:
             raise ModelSpecError(f"model spec {spec!r} names no directory after 'local:'; "
                                  "write 'local:<model dir>' or just 'local'")
         return ModelSpec("local", target or None)
-    if provider == "registry":
-        if not target:
-            raise ModelSpecError(f"model spec {spec!r} names no registry folder after "
-                                 "'registry:'; write 'registry:<registry dir>', e.g. "
-                                 "'registry:runs/registry'")
-        return ModelSpec("registry", target)
     if provider == "openai":
         if target.startswith(("http://", "https://")):
             return ModelSpec("openai", target)
@@ -97,6 +102,14 @@ def parse_spec(spec: str) -> ModelSpec:
             raise ModelSpecError(
                 f"model spec {spec!r} needs a base URL, e.g. 'openai:http://127.0.0.1:8000/v1', "
                 "or an OpenAI model name, e.g. 'openai:gpt-4o-mini'")
+    elif colon and provider not in BUILT_IN:
+        row = get_provider(provider)  # registered from above, or an installed entry point
+        if row is not None:
+            if row.target_required and not target:
+                example = f", e.g. {row.example!r}" if row.example else ""
+                raise ModelSpecError(f"model spec {spec!r} names no {row.target_name} after "
+                                     f"'{provider}:'; write {row.form!r}{example}")
+            return ModelSpec(provider, target or None)
     return ModelSpec("langchain", spec)
 
 

@@ -15,6 +15,9 @@ Example:
 """
 
 from agentic_loop.distill.release.live import ServingState, read_serving, sync_served
+
+# registers "registry:<dir>" in the models' provider table (also an entry point, pyproject.toml)
+from agentic_loop.distill.release.live_model import REGISTRY_PROVIDER, RegistryChatModel
 from agentic_loop.distill.release.monitor import MonitorReport, MonitorSettings, monitor
 from agentic_loop.distill.release.registry import ModelVersion, Registry, RegistryError
 from agentic_loop.distill.release.router import Router
@@ -27,6 +30,8 @@ from agentic_loop.distill.release.serve import (
 from agentic_loop.distill.release.serve_watch import RegistryServer, serve_registered
 
 __all__ = [
+    "REGISTRY_PROVIDER",
+    "RegistryChatModel",
     "ModelVersion",
     "MonitorReport",
     "MonitorSettings",

@@ -16,11 +16,14 @@ after a promote or rollback:
   call already running finishes on the version it started with; then the old
   version's weights are freed.
 
-This module lives in ``distill/release`` (where the registry is) and
-``agentic_loop.models`` reaches it through a lazy import when it meets a
-``registry:`` spec: the one import from ``models`` into ``distill``, so that
+This module lives in ``distill/release`` (where the registry is), so that
 the registry stays the one reader of its index (rebuilt from the audit log,
-corruption reported) and of ``serving.json``.
+corruption reported) and of ``serving.json``. ``models/`` never imports it:
+:data:`REGISTRY_PROVIDER` is a row of the provider table
+(:mod:`agentic_loop.models.providers`), registered when
+``agentic_loop.distill.release`` is imported and named as an entry point
+(group ``agentic_loop.model_providers`` in ``pyproject.toml``), which the
+table loads the first time a spec says ``registry:``.
 
 Example (a fake model stands in for the weights; the registry is real):
     >>> import tempfile, pathlib
@@ -60,8 +63,9 @@ from agentic_loop.distill.release.live import Signature, index_signature, live_s
 from agentic_loop.distill.release.registry import ModelVersion, Registry
 from agentic_loop.distill.release.serve import ServeError
 from agentic_loop.models.errors import ModelLoadError
+from agentic_loop.models.providers import ModelProvider, register_provider
 
-__all__ = ["RegistryChatModel", "load_registry_model", "registry_model_dir"]
+__all__ = ["REGISTRY_PROVIDER", "RegistryChatModel", "load_registry_model", "registry_model_dir"]
 
 Loader = Callable[[str], BaseChatModel]
 
@@ -205,3 +209,15 @@ def _per_call(make: Callable[[], Runnable[Any, Any]], name: str) -> Runnable[Any
         return await make().ainvoke(value, config)
 
     return RunnableLambda(call, afunc=acall, name=name)
+
+
+def _load_registry_spec(target: str | None, source: str, kw: dict[str, Any]) -> BaseChatModel:
+    return load_registry_model(target or "", **kw)
+
+
+#: ``"registry:<dir>"`` in the provider table: the registry's current version, and its weights.
+REGISTRY_PROVIDER = ModelProvider(
+    name="registry", form="registry:<registry dir>", load=_load_registry_spec,
+    target_name="registry folder", example="registry:runs/registry",
+    model_dir=registry_model_dir)
+register_provider(REGISTRY_PROVIDER)

@@ -107,21 +107,16 @@ def rubric_scorer(rubric: Rubric | None = None) -> Scorer:
     """A scorer from a rubric's *checks* (Python only: no judge model is called per request).
 
     ``rubric=None`` uses the task's own stated constraints
-    (:func:`~agentic_loop.architectures.task_rubric` of the last human
+    (:func:`~agentic_loop.judges.rubric_for_task` of the last human
     message). A rubric with no checks scores ``None``; for judged features
     pass your own scorer (e.g. one calling a
     :class:`~agentic_loop.judges.Critic`), which runs in the shadow worker too.
     """
-    from agentic_loop.judges import Rubric
+    from agentic_loop.judges import Rubric, rubric_for_task
 
     def score(messages: Sequence[BaseMessage], answer: str) -> float | None:
         task = _task_of(messages)
-        if rubric is not None:
-            chosen = rubric
-        else:
-            from agentic_loop.architectures import task_rubric
-
-            chosen = task_rubric(task)
+        chosen = rubric if rubric is not None else rubric_for_task(task)
         checks = chosen.check_features
         if not checks:
             return None

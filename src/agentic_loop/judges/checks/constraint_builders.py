@@ -27,8 +27,8 @@ from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.judges.check_result import CheckResult, FeatureKind
 from agentic_loop.judges.checks import text_measures
-from agentic_loop.judges.features import CheckResult, FeatureKind
 from agentic_loop.judges.sandbox.run import run_python_tests
 
 __all__ = ["BUILDERS", "DEFAULT_ANSWER_TOLERANCE", "EMPTY_OUTPUT", "Built", "bad_value", "between",

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentic_loop.judges.check_result import CheckResult
 from agentic_loop.judges.checks import language_id, text_layout, text_measures
 from agentic_loop.judges.checks.constraint_builders import (
     EMPTY_OUTPUT,
@@ -37,7 +38,6 @@ from agentic_loop.judges.checks.constraint_builders import (
     counter,
     require_flag,
 )
-from agentic_loop.judges.features import CheckResult
 
 __all__ = ["IFEVAL_BUILDERS"]
 

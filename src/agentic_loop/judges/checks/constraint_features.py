@@ -45,13 +45,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from agentic_loop.errors import ConfigError
-from agentic_loop.judges.checks.constraint_builders import BUILDERS, DEFAULT_ANSWER_TOLERANCE, Built
-from agentic_loop.judges.checks.constraint_builders_ifeval import IFEVAL_BUILDERS
-from agentic_loop.judges.features import Feature
+from agentic_loop.judges.checks.constraint_builders import DEFAULT_ANSWER_TOLERANCE
+from agentic_loop.judges.checks.constraint_keywords import CONSTRAINT_KEYWORDS, build_constraint
+from agentic_loop.judges.features import Feature, set_constraint_builder
 
 __all__ = [
     "CONSTRAINT_KEYWORDS",
@@ -60,11 +59,6 @@ __all__ = [
     "constraint_features",
     "constraints_to_text",
 ]
-
-_BUILDERS: dict[str, Callable[[Any], Built]] = {**BUILDERS, **IFEVAL_BUILDERS}
-#: Every keyword :func:`constraint_feature` and ``Rubric.for_constraints`` accept.
-CONSTRAINT_KEYWORDS: tuple[str, ...] = tuple(_BUILDERS)
-
 
 def constraint_feature(
     keyword: str, value: Any, *, name: str | None = None, weight: float = 1.0,
@@ -84,15 +78,15 @@ def constraint_feature(
     ...
     agentic_loop.errors.ConfigError: unknown constraint 'word_limit'; valid keywords: ...
     """
-    builder = _BUILDERS.get(keyword)
-    if builder is None:
-        raise ConfigError(
-            f"unknown constraint {keyword!r}; valid keywords: {', '.join(CONSTRAINT_KEYWORDS)}")
-    built = builder(value)
+    built = build_constraint(keyword, value)
     return Feature(
         name or keyword, description or built.description, weight, check=built.check,
         kind=built.kind, target=built.target, constraint=(keyword, built.value),
     )
+
+
+# a saved rubric's constraint features are rebuilt by Feature.from_dict through this
+set_constraint_builder(constraint_feature)
 
 
 def constraint_features(constraints: Mapping[str, Any]) -> list[Feature]:
