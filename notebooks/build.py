@@ -48,11 +48,11 @@ score can be explained feature by feature. The failed checks become the refine p
 Everything runs offline on the embedded SmolLM2-135M (CPU)."""),
     ("code", SETUP + """
 from agentic_loop import load_chat_model, Reflection
-from agentic_loop.architectures import task_rubric
+from agentic_loop.judges import rubric_for_task
 
 llm = load_chat_model("local", max_tokens=48)
 task = "Write a tagline for a bookstore in EXACTLY 12 words. Must avoid the words 'we', 'our', and 'discover'."
-print(task_rubric(task))   # constraints read from the task become Python checks"""),
+print(rubric_for_task(task))   # constraints read from the task become Python checks"""),
     ("code", """arch = Reflection(llm, target_score=8, max_iterations=3)
 result = arch.run(task)
 for r in result.trace:
@@ -71,7 +71,7 @@ accepted (archived, trained on, counted as a pass in the benches) only when it p
 reached `target_score`. So a draft can score 9.3 and still fail: a failed check always shows,
 in `passed`, in `explain()` below, and in the refine prompt. `explain()` shows where the score
 came from:"""),
-    ("code", """rubric = task_rubric(task)
+    ("code", """rubric = rubric_for_task(task)
 print(rubric.evaluate(task, result.output, llm_values={"on_task": True, "well_written": True}).explain())"""),
     ("md", """The graph is a compiled LangGraph `StateGraph`: stream it, checkpoint it, or drop it into
 your own graph as a subgraph."""),

@@ -23,10 +23,9 @@ from agentic_loop.architectures import (
     create_archive_refine_graph,
     create_reflection_graph,
     run_specs,
-    task_rubric,
 )
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges import Feature, Rubric
+from agentic_loop.judges import Feature, Rubric, rubric_for_task
 from agentic_loop.memory import Archive, HashingEmbedder, ReflexionMemory
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.tasks.spec import TaskSpec
@@ -114,7 +113,7 @@ def test_llm_features_are_judged_and_checks_never_asked():
 
 
 def test_task_rubric_is_built_from_the_task_when_none_is_given():
-    assert set(task_rubric("Write a slogan in exactly 4 words, all lowercase.").names) == {
+    assert set(rubric_for_task("Write a slogan in exactly 4 words, all lowercase.").names) == {
         "exact_words", "lowercase", "on_task", "well_written"}
     llm = ScriptedChatModel(responses=["fresh bread every morning"],
                             default_structured={"on_task": True, "well_written": True,

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
-from agentic_loop.architectures.schemas import RunSettings, run_view
+from agentic_loop.architectures.schemas import RunSettings
+from agentic_loop.architectures.settings import resolve_settings
 from agentic_loop.errors import ConfigError
 from agentic_loop.graphs import GRAPHS, model_settings
 from agentic_loop.judges import Feature, Rubric
@@ -94,9 +95,9 @@ def test_the_context_target_stops_a_run_early():
     lenient = graph.invoke({"task": "Say two words."},
                            context=RunSettings(target_score=strict["score"]))
     assert (lenient["iterations"], lenient["stop_reason"]) == (1, "target")
-    view, _ = run_view(Reflection(llm, target_score=10.0), {}, {},
-                       _Runtime(RunSettings(target_score=4.0, max_iterations=2)))
-    assert (view.target_score, view.max_iterations) == (4.0, 2)
+    settings = resolve_settings(Reflection(llm, target_score=10.0), {}, {},
+                                _Runtime(RunSettings(target_score=4.0, max_iterations=2)).context)
+    assert (settings.target_score, settings.max_iterations) == (4.0, 2)
 
 
 @dataclass

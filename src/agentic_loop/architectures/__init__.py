@@ -11,10 +11,17 @@ and a ``create_<name>_graph`` factory. :func:`run_specs` runs many tasks (or
 task specs with their own constraints) on one architecture; a run returns a
 :class:`RunResult`, the view of the trajectory it logged.
 
+A run's settings (rubric, target, budgets, sampling, run metadata) come
+from the architecture's defaults, ``run(...)``'s keywords and the run's
+LangGraph context (what a LangGraph server sends; ``run(max_iterations=2)``
+sends the same); the run's first node resolves them once into the state, and
+every node reads them there.
+
 Modules: :mod:`.base` (the class and its graph), :mod:`.nodes` (shared nodes,
-stop rule, finalize), :mod:`.runner` (run, batch, stream, resume),
-:mod:`.results` (RunResult), :mod:`.by_name` (architectures by name),
-one module per architecture.
+stop rule, finalize), :mod:`.settings` (a run's settings, resolved once),
+:mod:`.schemas` (input, output, context), :mod:`.state` (the graph state),
+:mod:`.runner` (run, batch, stream, resume), :mod:`.results` (RunResult),
+:mod:`.by_name` (architectures by name), one module per architecture.
 
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel

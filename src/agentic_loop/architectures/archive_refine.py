@@ -24,7 +24,7 @@ The archive is read and written through the graph's LangGraph store, in
 the namespace ``("archive", <namespace>)``: by default a local archive on
 disk (quality compounds across runs and processes), or any store passed as
 ``store=`` (a ``PostgresStore`` shared by many workers); see
-:mod:`agentic_loop.memory.collection.slots`.
+:mod:`agentic_loop.memory.store.slots`.
 (Known in the seed walkthrough as "RLHF-style self-improvement", which it is
 not: no reward model is trained. ``RLHFSelfImprovement`` is kept as an alias.)
 
@@ -68,13 +68,12 @@ from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from agentic_loop.architectures.base import Architecture
-from agentic_loop.architectures.nodes import task_rubric
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges import Rubric
+from agentic_loop.judges import Rubric, rubric_for_task
 from agentic_loop.memory import Archive
-from agentic_loop.memory.collection.slots import UNSET, memory_slot
 from agentic_loop.memory.records import ArchiveEntry
+from agentic_loop.memory.store.slots import UNSET, memory_slot
 from agentic_loop.prompt_format import ExemplarStyle, rubric_requirements
 from agentic_loop.trajectories import Round
 
@@ -100,13 +99,13 @@ def entry_kinds(entry: ArchiveEntry) -> frozenset[str]:
     stored = entry.metadata.get("constraint_kinds")
     if isinstance(stored, list):
         return frozenset(str(k) for k in stored)
-    return check_kinds(task_rubric(entry.task))
+    return check_kinds(rubric_for_task(entry.task))
 
 
 def entry_requirements(entry: ArchiveEntry) -> str:
     """The requirements an exemplar's turn shows: stored with it, else those its task states."""
     stored = entry.metadata.get("requirements")
-    return stored if isinstance(stored, str) else rubric_requirements(task_rubric(entry.task))
+    return stored if isinstance(stored, str) else rubric_requirements(rubric_for_task(entry.task))
 
 
 class ArchiveRefine(Architecture):
@@ -166,7 +165,7 @@ class ArchiveRefine(Architecture):
     def _retrieve(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         update = self._start(state)
         task = state["task"]
-        wanted = check_kinds(self.rubric_for(task, config))
+        wanted = check_kinds(self.run_rubric(state, config))
         pool = self.k * 4 if self.match_kinds else self.k  # room for the kinds filter
         hits = self.memory_slot.view(get_store()).search(
             task, k=pool, min_score=self.min_similarity, mmr=self.mmr)
@@ -180,9 +179,9 @@ class ArchiveRefine(Architecture):
 
     def _on_finalize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         final: Round = state["final"]
-        if not self.accepts(final):
+        if not self.accepts(final, self.settings_of(state, config)):
             return {"archived": False}
-        rubric = self.rubric_for(state["task"], config)
+        rubric = self.run_rubric(state, config)
         result = self.memory_slot.view(get_store()).add_many([{
             "task": state["task"], "output": final.draft, "score": final.score,
             "features": dict(final.features), "iterations": len(state.get("rounds", [])),

@@ -8,7 +8,8 @@ The class is assembled from three seams: the shared nodes and stop rule
 (:mod:`.nodes`), the ways to run the graph (:mod:`.runner`), and what a run
 leaves (:mod:`.results`); this module wires nodes into the graph.
 
-Every node runs through one wrapper that (1) counts the LLM calls and tokens
+Every node runs through one wrapper that (0) on a run's first node, resolves
+the run's settings once into the state (:mod:`.settings`), (1) counts the LLM calls and tokens
 it caused, (2) turns an exception into an error recorded in the state (the
 run then finalizes with what it has, and a batch never crashes), (3) keeps
 a new draft within bounds: cleaned of characters no record can hold, cut to
@@ -44,6 +45,7 @@ from agentic_loop.architectures.nodes import (
     REFINE_MODES,
     TASK_CHECK_WEIGHT,
     RefineMode,
+    active_settings,
     node_metadata,
     recording_prompts,
     task_rubric,
@@ -62,8 +64,8 @@ from agentic_loop.architectures.schemas import (
     RunOutput,
     RunSettings,
     output_fields,
-    run_view,
 )
+from agentic_loop.architectures.settings import resolve_settings
 from agentic_loop.architectures.state import (
     LoopState,
     allow_state_types,
@@ -133,7 +135,7 @@ class Architecture(Runner):
     Args:
         llm: a chat model or a spec for :func:`~agentic_loop.models.load_chat_model`.
         rubric: scores every draft; ``None`` builds one per task from the
-            constraints the task states (see :func:`task_rubric`).
+            constraints the task states (see :func:`~agentic_loop.judges.rubric_for_task`).
         target_score: stop once a draft scores at least this (0-10).
         max_iterations: at most this many drafts are written and judged.
         plateau_patience: stop when this many rounds in a row fail to beat
@@ -273,12 +275,13 @@ class Architecture(Runner):
              fn: Callable[[LoopState, RunnableConfig], dict[str, Any]]) -> None:
         """Add ``fn`` as ``node``, wrapped: usage counted, errors recorded, trace annotated.
 
-        ``fn`` runs with the run's settings (:func:`.schemas.run_view`: context and
-        input fields); ``finalize`` also writes the output fields and posts the
-        run's score and ``passed`` as LangSmith feedback.
+        The run's first node resolves its settings (context, config, input
+        fields and defaults: :func:`.settings.resolve_settings`) into the state,
+        once; every node reads them there, and its model calls sample with them
+        (:func:`.nodes.active_settings`). ``finalize`` also writes the output
+        fields and posts the run's score and ``passed`` as LangSmith feedback.
         """
         arch = self.name
-        method = getattr(fn, "__func__", None) if getattr(fn, "__self__", None) is self else None
 
         def run_node(state: GraphState, config: RunnableConfig,
                      runtime: Runtime[Any]) -> dict[str, Any]:
@@ -288,15 +291,22 @@ class Architecture(Runner):
                 state = cast(GraphState, {**state, **plain_values(reset)})
             with track_usage() as usage, recording_prompts() as sent, recording_draws() as drawn:
                 try:
-                    view, config = run_view(self, dict(state), config, runtime)
-                    call = fn if view is self or method is None else method.__get__(view)
-                    update = call(state, config)
+                    if not state.get("settings"):  # the run's first node: resolved once
+                        resolved = resolve_settings(self, state, config,
+                                                    getattr(runtime, "context", None))
+                        reset["settings"] = resolved.model_dump(mode="json")
+                        state = cast(GraphState, {**state, "settings": reset["settings"]})
+                    with active_settings(self.settings_of(state, config)):
+                        update = fn(state, config)
                     if "draft" in update:
                         update.update(self._bounded_draft(update["draft"], sent, drawn))
                 except Exception as exc:  # recorded, never raised: the run finalizes with it
                     update = with_error({}, f"{node}: {type(exc).__name__}: {exc}")
                 if node == "finalize":  # the output fields, even when finalize itself failed
                     update.update(self._outputs(state, update, config))
+                    rubrics = self.__dict__.get("_run_rubrics")  # the run is over
+                    if rubrics is not None:
+                        rubrics.forget(state.get("run_id"))
             update = merge_updates(reset, update)
             counted = usage.as_dict()
             update["usage"] = (Overwrite(counted) if isinstance(update.get("usage"), Overwrite)
@@ -323,10 +333,9 @@ class Architecture(Runner):
                 config)
         return {"trajectory": trajectory, **output_fields(trajectory)}
 
-    def _route(self, state: LoopState, runtime: Runtime[Any] | None = None) -> str:
-        """The stop rule's branch, under the run's target and budget (its context)."""
-        view, _ = run_view(self, dict(state), {}, runtime)
-        return "finalize" if view.stop_reason(state) else "refine"
+    def _route(self, state: LoopState) -> str:
+        """The stop rule's branch, under the run's target and budget (its settings)."""
+        return "finalize" if self.stop_reason(state) else "refine"
 
     def diagram(self) -> str:
         """The graph as Mermaid text (offline)."""

@@ -20,8 +20,13 @@ Example:
     >>> critique = critic.critique("One word.", "two words")
     >>> judged_round(0, "two words", critique, 0.01).model_dump(include={"score", "passed"})
     {'score': 0.0, 'passed': False}
-    >>> task_rubric("Write a tagline in exactly 5 words.").names
+    >>> rubric_for_task("Write a tagline in exactly 5 words.").names
     ('exact_words', 'on_task', 'well_written')
+
+A run's settings (rubric, target, budgets, sampling, run metadata) are read
+from the state, where the run's first node left them
+(:mod:`.settings`); the node wrapper binds them for the node's model calls
+(:func:`active_settings`), so no node copies the architecture.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ClassVar, Literal, get_args
@@ -55,10 +60,19 @@ from agentic_loop.architectures.sampling import (
     shown_outputs,
     temperature_at,
 )
+from agentic_loop.architectures.settings import (
+    ResolvedSettings,
+    RubricCache,
+    UncheckedConstraintsWarning,
+    active_settings,
+    current_settings,
+    resolve_settings,
+    warn_unchecked_constraints,
+)
 from agentic_loop.architectures.state import LoopState
-from agentic_loop.judges import Critic, Critique, Feature, Rubric
-from agentic_loop.judges.checks.constraint_features import constraint_feature
-from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
+from agentic_loop.architectures.tracing import node_metadata
+from agentic_loop.judges import Critic, Critique, Rubric, rubric_for_task
+from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
 from agentic_loop.models.wrappers import model_id_of
@@ -66,10 +80,9 @@ from agentic_loop.prompt_format import DraftPrompt, ExemplarStyle, rubric_requir
 from agentic_loop.trajectories import Candidate, Round, Trajectory, TrajectoryLog
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "REFINE_MODES", "TASK_CHECK_WEIGHT", "LoopNodes",
-           "RefineMode", "judged_round", "node_metadata", "recording_prompts", "task_rubric"]
+           "RefineMode", "UncheckedConstraintsWarning", "active_settings", "judged_round",
+           "node_metadata", "recording_prompts", "task_rubric", "warn_unchecked_constraints"]
 
-#: Check features outweigh judged ones: a 135M judge says "true" to nearly anything.
-TASK_CHECK_WEIGHT = 4.0
 #: Longer model answers are cut (and the cut recorded): no task here wants more, and a
 #: runaway generation must not make a run too large to judge, archive or log.
 DEFAULT_MAX_OUTPUT_CHARS = 20_000
@@ -78,46 +91,10 @@ REFINE_MODES: tuple[str, ...] = get_args(RefineMode)
 
 
 def task_rubric(task: str) -> Rubric:
-    """The default rubric: the task's own stated constraints as checks, plus two judged features."""
-    checks = [constraint_feature(k, v, weight=TASK_CHECK_WEIGHT)
-              for k, v in constraints_from_task(task).items()]
-    judged = [
-        Feature("on_task", "It does exactly what the task asks (right subject, form and purpose).",
-                1.0, kind="bool"),
-        Feature("well_written", "It is clear and fluent, with no filler, repetition or "
-                "preamble.", 1.0, kind="bool"),
-    ]
-    return Rubric([*checks, *judged], name="task", version="1")
-
-
-class UncheckedConstraintsWarning(UserWarning):
-    """The task states constraints that the rubric given for it does not check."""
-
-
-def warn_unchecked_constraints(task: str, rubric: Rubric) -> None:
-    """Say loudly when ``rubric=`` replaces constraints the task itself states.
-
-    A rubric passed by the user wins over the task's stated constraints (it is
-    the user's definition of done), so "EXACTLY 12 words" in the task is not
-    checked unless the rubric checks it; silently dropping it surprised users.
-
-    >>> import warnings
-    >>> from agentic_loop.judges import Rubric
-    >>> with warnings.catch_warnings(record=True) as seen:
-    ...     warnings.simplefilter("always")
-    ...     warn_unchecked_constraints("Say hi in exactly 2 words.",
-    ...                                Rubric.for_constraints(lowercase=True))
-    >>> seen[0].category.__name__, "exact_words=2" in str(seen[0].message)
-    ('UncheckedConstraintsWarning', True)
-    """
-    stated = constraints_from_task(task)
-    missing = {k: v for k, v in stated.items() if k not in rubric.constraints}
-    if missing:
-        listed = ", ".join(f"{k}={v!r}" for k, v in missing.items())
-        warnings.warn(UncheckedConstraintsWarning(
-            f"the task states constraints the rubric {rubric.name!r} does not check: {listed}; "
-            f"add them to the rubric (Rubric.for_constraints(..., {listed})) or leave rubric= "
-            "out to check them"), stacklevel=2)
+    """Deprecated alias of :func:`agentic_loop.judges.rubric_for_task` (kept for one release)."""
+    warnings.warn("agentic_loop.architectures.task_rubric is deprecated; use "
+                  "agentic_loop.judges.rubric_for_task", DeprecationWarning, stacklevel=2)
+    return rubric_for_task(task)
 
 
 def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
@@ -137,8 +114,6 @@ def judged_round(iteration: int, draft: str, critique: Critique, seconds: float,
 
 
 _sent: ContextVar[list[DraftPrompt] | None] = ContextVar("agentic_loop_sent", default=None)
-
-
 @contextmanager
 def recording_prompts() -> Iterator[list[DraftPrompt]]:
     """Collect the prompt of every generation call made in this context (one node's run).
@@ -153,21 +128,6 @@ def recording_prompts() -> Iterator[list[DraftPrompt]]:
         yield sent
     finally:
         _sent.reset(token)
-
-
-def node_metadata(node: str, state: LoopState, update: dict[str, Any]) -> dict[str, Any]:
-    """What a node's trace run is tagged with: iteration, and score/features/error if any."""
-    meta: dict[str, Any] = {"iteration": update.get("iteration", state.get("iteration", 0))}
-    rounds: list[Round] | None = update.get("rounds")
-    if rounds:
-        meta["score"] = rounds[-1].score
-        meta["features"] = rounds[-1].features
-    final: Round | None = update.get("final")
-    if final is not None:
-        meta["score"] = final.score
-    if update.get("errors"):
-        meta["error"] = update["errors"][-1]
-    return meta
 
 
 class LoopNodes:
@@ -206,7 +166,7 @@ class LoopNodes:
         given = ((config or {}).get("configurable") or {}).get("rubric")
         rubric: Rubric | None = given or self.rubric
         if rubric is None:
-            return task_rubric(task)
+            return rubric_for_task(task)
         warned: set[tuple[int, int]] = self.__dict__.setdefault("_unchecked_warned", set())
         key = (hash(task), id(rubric))
         if key not in warned:  # once per task and rubric, not once per node
@@ -215,11 +175,52 @@ class LoopNodes:
         return rubric
 
     def requirements(self, task: str, config: RunnableConfig | None = None) -> str:
-        """The verifiable requirements of this run's rubric, as prompts show them.
+        """The verifiable requirements of a run's rubric, as prompts show them.
 
-        See :func:`~agentic_loop.prompt_format.rubric_requirements`.
+        See :func:`~agentic_loop.prompt_format.rubric_requirements`; nodes use
+        :meth:`run_rubric`, which reads the rubric the run resolved once.
         """
         return rubric_requirements(self.rubric_for(task, config))
+
+    def settings_of(self, state: Mapping[str, Any],
+                    config: RunnableConfig | None = None) -> ResolvedSettings:
+        """The run's settings, as its first node left them in the state.
+
+        A state without them (a node called outside the graph) gets them
+        resolved from the config and the architecture's defaults.
+        """
+        saved = state.get("settings")
+        if saved:
+            return (saved if isinstance(saved, ResolvedSettings)
+                    else ResolvedSettings.model_validate(saved))
+        return resolve_settings(self, state, config or {}, None)
+
+    def run_rubric(self, state: Mapping[str, Any],
+                   config: RunnableConfig | None = None) -> Rubric:
+        """The rubric of the run ``state`` belongs to: built once per run, then cached.
+
+        Built from the settings' record (:class:`~.settings.ResolvedSettings`):
+        the context's constraints, the ``run(rubric=...)`` of the config, the
+        architecture's rubric, or the task's (:func:`~agentic_loop.judges.rubric_for_task`).
+        """
+        settings = self.settings_of(state, config)
+        task = state["task"]
+
+        def build() -> Rubric:
+            given: Rubric | None = None
+            if settings.rubric_from == "context" and settings.constraints:
+                given = Rubric.for_constraints(**settings.constraints)
+            elif settings.rubric_from == "run":
+                given = ((config or {}).get("configurable") or {}).get("rubric")
+            return self.rubric_for(task, {"configurable": {"rubric": given}})
+
+        cache: RubricCache = self.__dict__.setdefault("_run_rubrics", RubricCache())
+        return cache.get(state.get("run_id"), build)
+
+    def run_requirements(self, state: Mapping[str, Any],
+                         config: RunnableConfig | None = None) -> str:
+        """The verifiable requirements of the run's rubric (:meth:`run_rubric`)."""
+        return rubric_requirements(self.run_rubric(state, config))
 
     def critic_for(self, rubric: Rubric) -> Critic:
         """The critic of a rubric, with this architecture's judging options."""
@@ -246,8 +247,12 @@ class LoopNodes:
         if sent is not None:
             sent.append(record)
         cfg: RunnableConfig = {"metadata": {"iteration": iteration}}
-        answers = draw(self.llm, messages, n=self.samples_per_round,
-                       temperature=temperature_at(self.temperature, iteration),
+        settings = current_settings()
+        n, temperature = ((self.samples_per_round, temperature_at(self.temperature, iteration))
+                          if settings is None else
+                          (settings.samples_per_round,
+                           settings.temperature_at(iteration, self.temperature)))
+        answers = draw(self.llm, messages, n=n, temperature=temperature,
                        retry=self.retry, config=cfg)
         samples = [Drawn(clean_output(message_text(a)),
                          (a.response_metadata or {}).get("model_name") or self.model_id)
@@ -294,7 +299,7 @@ class LoopNodes:
         A :class:`DraftPrompt`, which :meth:`_call` sends as its messages.
         """
         task = state["task"]
-        return fresh_draft_prompt(task, self.requirements(task, config),
+        return fresh_draft_prompt(task, self.run_requirements(state, config),
                                   state.get("exemplars") or (), state.get("reflections") or (),
                                   vary_structure=bool(state.get("exemplars")),
                                   exemplars_as=self.exemplars_as)
@@ -314,7 +319,7 @@ class LoopNodes:
         """
         task, draft = state["task"], state["draft"]
         started = time.perf_counter()
-        critic = self.critic_for(self.rubric_for(task, config))
+        critic = self.critic_for(self.run_rubric(state, config))
         shown = shown_outputs(task, state.get("exemplars"))
         samples = state.get("draft_samples") or []
         others: list[Candidate] = []
@@ -340,37 +345,43 @@ class LoopNodes:
         iteration = state.get("iteration", 0) + 1
         prompt = (self._first_messages(state, config) if self.refine == "resample" else
                   refine_prompt(task, last.draft, last.feedback or "",
-                                self.requirements(task, config)))
+                                self.run_requirements(state, config)))
         return {"draft": self._call(prompt, config, iteration), "iteration": iteration}
 
     def _route(self, state: LoopState) -> str:
         return "finalize" if self.stop_reason(state) else "refine"
 
     # -- the stop rule ----------------------------------------------------------
-    def accepts(self, round_: Round) -> bool:
+    def accepts(self, round_: Round, settings: ResolvedSettings | None = None) -> bool:
         """A draft is accepted when it reaches ``target_score`` and every check holds.
 
         The checks are what the task demands verifiably ("EXACTLY 12 words"); a
         draft that misses one is not accepted however well it scores otherwise.
+        ``settings``: the run's (its target), else the architecture's target.
         """
-        return (round_.score or 0.0) >= self.target_score and bool(round_.passed)
+        target = self.target_score if settings is None else settings.target_score
+        return (round_.score or 0.0) >= target and bool(round_.passed)
 
     def stop_reason(self, state: LoopState) -> str | None:
-        """Why the loop should stop now, or None to go on. Always bounded by max_iterations."""
+        """Why the loop should stop now, or None to go on. Always bounded by max_iterations.
+
+        The target and budgets are the run's (:meth:`settings_of` the state).
+        """
         if state.get("errors"):
             return "error"
         rounds = state.get("rounds", [])
         if not rounds:
             return None
-        if self.accepts(rounds[-1]):
+        settings = self.settings_of(state)
+        if self.accepts(rounds[-1], settings):
             return "target"
-        if len(rounds) >= self.max_iterations:
+        if len(rounds) >= settings.max_iterations:
             return "max_iterations"
-        k = self.plateau_patience
+        k = settings.plateau_patience
         if len(rounds) > k:
             before = max(r.score or 0.0 for r in rounds[:-k])
             recent = max(r.score or 0.0 for r in rounds[-k:])
-            if recent < before + self.min_improvement:
+            if recent < before + settings.min_improvement:
                 return "plateau"
         return None
 
@@ -416,11 +427,19 @@ class LoopNodes:
 
     def trajectory_for(self, state: LoopState | dict[str, Any],
                        config: RunnableConfig | None = None) -> Trajectory:
-        """The trajectory of a graph state: what ``finalize`` logs and a RunResult shows."""
+        """The trajectory of a graph state: what ``finalize`` logs and a RunResult shows.
+
+        Rubric, target and run metadata are the run's settings when the state
+        holds them (a graph's run), else the config's and the architecture's.
+        """
         final: Round | None = state.get("final")
-        meta = ((config or {}).get("configurable") or {}).get("run_metadata")
+        saved = state.get("settings")
+        settings = self.settings_of(state, config) if saved else None
+        meta = (settings.run_metadata if settings is not None
+                else ((config or {}).get("configurable") or {}).get("run_metadata"))
         model_id = model_id_of(self.llm, config) if config is not None else self.model_id
-        return trajectory_of(state, architecture=self.name, model_id=model_id,
-                             rubric=self.rubric_for(state["task"], config),
-                             accepted=final is not None and self.accepts(final),
+        rubric = (self.run_rubric(state, config) if settings is not None
+                  else self.rubric_for(state["task"], config))
+        return trajectory_of(state, architecture=self.name, model_id=model_id, rubric=rubric,
+                             accepted=final is not None and self.accepts(final, settings),
                              run_metadata=meta)

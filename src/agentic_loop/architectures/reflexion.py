@@ -9,7 +9,7 @@ architecture's retry policy and stored as a
 runs on similar tasks, see those lessons. Reflections are read and written
 through the graph's LangGraph store, in ``("reflexion", <namespace>)``: by
 default a local :class:`~agentic_loop.memory.ReflexionMemory` on disk, or
-any store passed as ``store=`` (see :mod:`agentic_loop.memory.collection.slots`).
+any store passed as ``store=`` (see :mod:`agentic_loop.memory.store.slots`).
 
 Example:
     >>> import tempfile
@@ -43,7 +43,7 @@ from agentic_loop.architectures.base import Architecture
 from agentic_loop.architectures.prompts import reflect_messages
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.memory import ReflexionMemory
-from agentic_loop.memory.collection.slots import UNSET, memory_slot
+from agentic_loop.memory.store.slots import UNSET, memory_slot
 
 __all__ = ["ReflectionNote", "Reflexion", "create_reflexion_graph"]
 
@@ -125,10 +125,10 @@ class Reflexion(Architecture):
     def stop_reason(self, state: LoopState) -> str | None:
         rounds = state.get("rounds", [])
         if rounds and not state.get("errors"):
-            last = rounds[-1]
-            if self.accepts(last):
+            settings = self.settings_of(state)
+            if self.accepts(rounds[-1], settings):
                 return "target"
-            return "max_iterations" if len(rounds) >= self.max_iterations else None
+            return "max_iterations" if len(rounds) >= settings.max_iterations else None
         return super().stop_reason(state)
 
     def _recall(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:

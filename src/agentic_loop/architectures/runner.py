@@ -27,16 +27,17 @@ import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from agentic_loop.architectures.nodes import LoopNodes
 from agentic_loop.architectures.results import RunResult
+from agentic_loop.architectures.schemas import CONTEXT_FIELDS, RunSettings
 from agentic_loop.architectures.state import plain_values
 from agentic_loop.errors import ConfigError, TaskError
-from agentic_loop.judges import Rubric
+from agentic_loop.judges import Rubric, TaskWithRubric
 from agentic_loop.trajectories import hash_user_id
 
 if TYPE_CHECKING:
@@ -47,13 +48,8 @@ __all__ = ["DEFAULT_MAX_TASK_CHARS", "Runner", "TaskLike", "run_specs"]
 DEFAULT_MAX_TASK_CHARS = 8_000
 
 
-@runtime_checkable
-class TaskLike(Protocol):
-    """A task that brings its own rubric (``None``: the run's default), e.g. a ``TaskSpec``."""
-
-    task: str
-
-    def rubric(self) -> Rubric | None: ...
+#: A task that brings its own rubric (``None``: the run's default), e.g. a ``TaskSpec``.
+TaskLike = TaskWithRubric
 
 
 def _task_and_kwargs(item: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -170,15 +166,47 @@ class Runner(LoopNodes):
         return RunResult(trajectory=trajectory)
 
     # -- running ------------------------------------------------------------------
+    def context(self, kwargs: dict[str, Any]) -> tuple[RunSettings, dict[str, Any]]:
+        """The run's LangGraph context from ``kwargs``' settings keywords, and the other keywords.
+
+        The settings keywords (``constraints``, ``target_score``,
+        ``max_iterations``, ``samples_per_round``, ``temperature``) become the
+        same :class:`~.schemas.RunSettings` context a LangGraph server sends;
+        unset ones keep the architecture's.
+
+        >>> from agentic_loop.testing import ScriptedChatModel
+        >>> from agentic_loop.architectures import Reflection
+        >>> context, rest = Reflection(ScriptedChatModel()).context(
+        ...     {"max_iterations": 2, "user_id": "u1", "temperature": None})
+        >>> context.max_iterations, rest
+        (2, {'user_id': 'u1'})
+        """
+        given = {k: kwargs[k] for k in CONTEXT_FIELDS if kwargs.get(k) is not None}
+        rest = {k: v for k, v in kwargs.items() if k not in CONTEXT_FIELDS}
+        return RunSettings(**given), rest
+
+    def _graph_of_runs(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """:meth:`build`, typed as the graph that takes a :class:`RunSettings` context."""
+        return self.build()
+
+    def _invocation(self, kwargs: dict[str, Any]) -> tuple[RunSettings, RunnableConfig]:
+        """The context and config of one run; the recursion limit covers the context's budget."""
+        context, rest = self.context(kwargs)
+        cfg = self.config(**rest)
+        extra = (context.max_iterations or self.max_iterations) - self.max_iterations
+        if extra > 0 and cfg.get("recursion_limit") == self.recursion_limit:
+            cfg["recursion_limit"] = self.recursion_limit + 4 * extra
+        return context, cfg
+
     def run(self, task: str, **kwargs: Any) -> RunResult:
-        """Run one task to completion. Keywords: see :meth:`config`.
+        """Run one task to completion. Keywords: see :meth:`config` and :meth:`context`.
 
         A bad task raises :class:`TaskError`; model errors are retried, then
         recorded in ``RunResult.errors`` (and the trajectory), not raised.
         """
         task = self.validate_task(task)
-        cfg = self.config(**kwargs)
-        return self._result(self.build().invoke({"task": task}, cfg), cfg)
+        context, cfg = self._invocation(kwargs)
+        return self._result(self._graph_of_runs().invoke({"task": task}, cfg, context=context), cfg)
 
     def resume(self, thread_id: str, **kwargs: Any) -> RunResult:
         """Finish a checkpointed run that stopped part-way (needs a checkpointer)."""
@@ -194,8 +222,10 @@ class Runner(LoopNodes):
     async def arun(self, task: str, **kwargs: Any) -> RunResult:
         """Async :meth:`run`."""
         task = self.validate_task(task)
-        cfg = self.config(**kwargs)
-        return self._result(await self.build().ainvoke({"task": task}, cfg), cfg)
+        context, cfg = self._invocation(kwargs)
+        return self._result(await self._graph_of_runs().ainvoke({"task": task}, cfg,
+                                                                 context=context),
+                            cfg)
 
     def batch(self, tasks: Sequence[str | TaskLike], *, max_concurrency: int = 4,
               **kwargs: Any) -> list[RunResult]:
@@ -223,7 +253,8 @@ class Runner(LoopNodes):
     def stream(self, task: str, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
         """Yield ``(node, state update)`` as each node finishes (reducer overwrites unwrapped)."""
         task = self.validate_task(task)
-        for chunk in self.build().stream({"task": task}, self.config(**kwargs),
+        context, cfg = self._invocation(kwargs)
+        for chunk in self._graph_of_runs().stream({"task": task}, cfg, context=context,
                                          stream_mode="updates"):
             for node, update in chunk.items():
                 yield node, plain_values(update or {})

@@ -9,11 +9,12 @@ travel as the run's *context* (:class:`RunSettings`, LangGraph's
 rebuild. Python callers keep ``Architecture.run(...)``; the schemas are what
 the same graph shows to everyone else.
 
-The nodes already read a run's rubric and user fields from the config
-(``run(rubric=..., user_id=...)``); :func:`run_view` maps the input fields
-and the context onto those same config keys, and gives the stop rule a
-shallow copy of the architecture with the run's target and budget, so no
-node needs to know where a setting came from.
+The first node of a run merges the context, the input fields and the
+config (``run(rubric=..., user_id=...)``) over the architecture's defaults
+into one settings object in the state
+(:func:`~agentic_loop.architectures.settings.resolve_settings`), so no node
+needs to know where a setting came from. ``Architecture.run(...)`` sends its
+settings keywords as this same context.
 
 Example:
     >>> settings = RunSettings(constraints={"exact_words": 3}, max_iterations=1)
@@ -31,10 +32,8 @@ Example:
 
 from __future__ import annotations
 
-import copy
-from typing import TYPE_CHECKING, Any, NotRequired, Required, TypeVar
+from typing import Any, NotRequired, Required
 
-from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict
 
@@ -43,18 +42,18 @@ from agentic_loop.architectures.sampling import MAX_SAMPLES_PER_ROUND
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
-from agentic_loop.trajectories import Round, Trajectory, hash_user_id
+from agentic_loop.trajectories import Round, Trajectory
 
-if TYPE_CHECKING:
-    from langgraph.runtime import Runtime
-
-__all__ = ["MAX_RUN_ITERATIONS", "OUTPUT_FIELDS", "GraphState", "RunInput", "RunOutput",
-           "RunSettings", "output_fields", "run_view"]
+__all__ = ["CONTEXT_FIELDS", "MAX_RUN_ITERATIONS", "OUTPUT_FIELDS", "GraphState", "RunInput",
+           "RunOutput", "RunSettings", "output_fields"]
 
 #: The most drafts a run's context may ask for: a served graph takes settings from anyone
 #: who can reach the server, and each draft costs model calls.
 MAX_RUN_ITERATIONS = 20
 
+#: The settings a run's context may carry (``Architecture.run`` takes them as keywords).
+CONTEXT_FIELDS = ("constraints", "target_score", "max_iterations", "samples_per_round",
+                  "temperature")
 #: The result fields a run's output carries, as :class:`RunResult` names them.
 OUTPUT_FIELDS = ("output", "score", "passed", "features", "stop_reason", "iterations")
 
@@ -115,7 +114,8 @@ class RunSettings(BaseModel):
 
     From the SDK: ``client.runs.wait(thread, "reflection", input={"task": ...},
     context={"constraints": {"exact_words": 12}, "max_iterations": 2})``; from
-    Python: ``graph.invoke({"task": ...}, context=RunSettings(...))``.
+    Python: ``arch.run(task, constraints={"exact_words": 12}, max_iterations=2)``
+    (which sends this context) or ``graph.invoke({"task": ...}, context=RunSettings(...))``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -162,64 +162,6 @@ class RunSettings(BaseModel):
     def rubric(self) -> Rubric | None:
         """The rubric these settings ask for (None: the graph's own)."""
         return None if self.constraints is None else Rubric.for_constraints(**self.constraints)
-
-
-ArchT = TypeVar("ArchT")
-
-
-def run_view(architecture: ArchT, state: dict[str, Any], config: RunnableConfig,
-             runtime: Runtime[Any] | None) -> tuple[ArchT, RunnableConfig]:
-    """The architecture and config one node runs with, given the run's input and context.
-
-    The context (when it is :class:`RunSettings`: a parent graph's own context
-    is left alone) sets the rubric unless the caller passed one in the config,
-    and the target and budget on a shallow copy of the architecture (model,
-    memory and logs are shared). Input fields (``user_id``, ``consent``,
-    ``metadata``, ``thread_id``) become the run metadata the trajectory records.
-    """
-    settings = getattr(runtime, "context", None)
-    settings = settings if isinstance(settings, RunSettings) else None
-    inputs = {k: state[k] for k in ("thread_id", "user_id", "consent", "metadata")
-              if state.get(k) is not None}
-    configurable = dict(config.get("configurable") or {})
-    if inputs or "run_metadata" not in configurable:
-        configurable["run_metadata"] = _run_metadata(configurable, inputs)
-    if settings is not None and settings.constraints is not None \
-            and configurable.get("rubric") is None:
-        configurable["rubric"] = settings.rubric()
-    config = {**config, "configurable": configurable}
-    view = architecture
-    own = {"target_score": settings.target_score, "max_iterations": settings.max_iterations,
-           "samples_per_round": settings.samples_per_round,
-           "temperature": settings.temperature} if settings is not None else {}
-    given = {name: value for name, value in own.items() if value is not None}
-    if given:
-        view = copy.copy(architecture)
-        for name, value in given.items():
-            setattr(view, name, value)
-    return view, config
-
-
-def _run_metadata(configurable: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    """The run metadata of the config (``Runner.config`` sets it), updated from input fields."""
-    meta = dict(configurable.get("run_metadata") or {"user_id_hash": None, "consent": None,
-                                                      "metadata": {}})
-    extra = dict(meta.get("metadata") or {})
-    given = inputs.get("metadata")
-    if given is not None:
-        if not isinstance(given, dict):
-            raise ConfigError(f"metadata={given!r:.80} is a {type(given).__name__}; pass a "
-                              "JSON object (a dict)")
-        extra.update(given)
-    thread = inputs.get("thread_id") or configurable.get("thread_id")
-    if thread is not None and ("thread_id" in inputs or "run_metadata" not in configurable):
-        extra["thread_id"] = str(thread)
-    if "user_id" in inputs:
-        meta["user_id_hash"] = hash_user_id(str(inputs["user_id"]))
-    if "consent" in inputs:
-        meta["consent"] = bool(inputs["consent"])
-    meta["metadata"] = extra
-    return meta
 
 
 def output_fields(trajectory: Trajectory) -> dict[str, Any]:

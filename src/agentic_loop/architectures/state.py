@@ -9,7 +9,8 @@ A thread is a conversation, not a run: the first node of every run applies
 and results reset with LangGraph's ``Overwrite``), so a second task on a
 thread never inherits the first one's rounds or output, while the thread's
 checkpoint history keeps both runs. (A resumed run does not pass its first
-node again, so it keeps what it had.)
+node again, so it keeps what it had, its settings included.) That first node
+also resolves the run's settings into ``settings`` (:mod:`.settings`).
 
 Rounds are :class:`~agentic_loop.trajectories.Round` models, the same objects
 the trajectory stores and ``RunResult.trace`` shows; ``finalize`` leaves the
@@ -89,7 +90,7 @@ def fresh_run() -> dict[str, Any]:
         "draft_model": None, "draft_samples": [],
         "iteration": 0, "rounds": Overwrite([]), "usage": Overwrite({}),
         "errors": Overwrite([]), "stop_reason": None, "final": None, "archived": False,
-        "trajectory_id": None, "trajectory": None,
+        "trajectory_id": None, "trajectory": None, "settings": None,
         # the output fields a served graph adds (schemas.GraphState): no output yet
         "output": None, "score": None, "passed": False, "features": {}, "iterations": 0}
 
@@ -133,6 +134,9 @@ class LoopState(TypedDict, total=False):
 
     task: str
     run_id: str
+    #: the run's settings, resolved once by its first node: a dumped
+    #: :class:`~agentic_loop.architectures.settings.ResolvedSettings` (JSON, for any checkpointer)
+    settings: dict[str, Any] | None
     started_at: float
     exemplars: list[dict[str, Any]]
     reflections: list[dict[str, Any]]

@@ -34,14 +34,16 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.runnables import RunnableConfig
 
-__all__ = ["FEEDBACK_KEYS", "annotate_run", "flush_feedback", "graph_config", "node_tags",
-           "post_run_feedback"]
+from agentic_loop.trajectories import Round
+
+__all__ = ["FEEDBACK_KEYS", "annotate_run", "flush_feedback", "graph_config", "node_metadata",
+           "node_tags", "post_run_feedback"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,3 +192,18 @@ def flush_feedback(timeout: float = 30.0) -> bool:
     thread, which never holds the process up).
     """
     return _FEEDBACK.flush(timeout)
+
+
+def node_metadata(node: str, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """What a node's trace run is tagged with: iteration, and score/features/error if any."""
+    meta: dict[str, Any] = {"iteration": update.get("iteration", state.get("iteration", 0))}
+    rounds: list[Round] | None = update.get("rounds")
+    if rounds:
+        meta["score"] = rounds[-1].score
+        meta["features"] = rounds[-1].features
+    final: Round | None = update.get("final")
+    if final is not None:
+        meta["score"] = final.score
+    if update.get("errors"):
+        meta["error"] = update["errors"][-1]
+    return meta

@@ -11,6 +11,9 @@ Example:
     >>> ev = rubric.evaluate("Write a tagline for a bookshop.", "Stories waiting on every shelf")
     >>> ev.score, ev.passed
     (10.0, True)
+
+The rubric a task is scored by when none is given is :func:`rubric_for_task`
+(:mod:`.task_rubric`): its stated constraints as checks, plus two judged features.
 """
 
 from agentic_loop.judges.checks.constraint_features import (
@@ -40,6 +43,7 @@ from agentic_loop.judges.sandbox.run import (
     sandbox_layers,
 )
 from agentic_loop.judges.spread import SpreadReport, spread_report
+from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT, TaskWithRubric, rubric_for_task
 
 __all__ = [
     "CLICHES",
@@ -61,6 +65,8 @@ __all__ = [
     "SandboxResult",
     "SandboxUnavailableError",
     "SpreadReport",
+    "TASK_CHECK_WEIGHT",
+    "TaskWithRubric",
     "code_rubric",
     "constraint_feature",
     "constraints_to_text",
@@ -68,6 +74,7 @@ __all__ = [
     "extract_code",
     "instruction_rubric",
     "math_rubric",
+    "rubric_for_task",
     "inspect_output",
     "run_python_tests",
     "sandbox_layers",

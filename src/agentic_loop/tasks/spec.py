@@ -92,8 +92,9 @@ class TaskSpec(BaseModel):
     def rubric(self) -> Rubric | None:
         """The saved rubric, else ``Rubric.for_constraints(**constraints)``, else None.
 
-        None means "use the task's own stated constraints" (the
-        architectures' task rubric).
+        None means "use the task's own stated constraints":
+        :func:`~agentic_loop.judges.rubric_for_task` of the spec answers the
+        whole question (this rubric, else the stated one).
         """
         if self.saved_rubric is not None:
             return self.saved_rubric

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +59,7 @@ from agentic_loop.distill.train.training_data import (
     read_sft_rows,
 )
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges import Rubric
-from agentic_loop.judges.checks.task_constraint_parser import constraints_from_task
+from agentic_loop.judges import Rubric, rubric_for_task
 from agentic_loop.prompt_format import (
     PROMPT_VERSION,
     SYSTEM,
@@ -114,16 +114,18 @@ def lock_rubric(rubric: Rubric, policy: str = "checks",
 def stated_rubric(task: str) -> Rubric | None:
     """The checks of the constraints ``task`` states (None when it states none).
 
-    The check part of the architectures' default task rubric: same checks,
-    equal weights, so the same score on checks.
+    Deprecated (kept for one release): ``rubric_for_task(task, checks_only=True)``
+    (:func:`agentic_loop.judges.rubric_for_task`), which this calls.
 
     >>> stated_rubric("Write a motto in exactly 4 words, all lowercase.").names
     ('exact_words', 'lowercase')
     >>> stated_rubric("Name a color.") is None
     True
     """
-    stated = constraints_from_task(task)
-    return Rubric.for_constraints(name="task", **stated) if stated else None
+    warnings.warn("agentic_loop.distill.train.prompt_set.stated_rubric is deprecated; use "
+                  "agentic_loop.judges.rubric_for_task(task, checks_only=True)",
+                  DeprecationWarning, stacklevel=2)
+    return rubric_for_task(task, checks_only=True)
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,7 @@ def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "chec
     seen: set[tuple[str, str]] = set()
     for number, spec in enumerate(specs, 1):
         where = f"task {number} of {path} ({spec.task[:60]!r})"
-        rubric = spec.rubric() or stated_rubric(spec.task)
+        rubric = rubric_for_task(spec, checks_only=True)
         if rubric is None:
             skipped += 1
             continue
