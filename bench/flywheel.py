@@ -137,7 +137,7 @@ def run_sft(o: Options, golden: list[TaskSpec], data: Path, steps: int, work: Pa
     with console.status("plain SFT: gate against the base on the golden set"):
         report = evaluate_models("local", trained.spec, golden, max_tokens=o.max_tokens,
                                  progress=False, **eval_kwargs(o, golden, HashingEmbedder()))
-    stats = golden_stats(report.to_dict(), golden)
+    stats = golden_stats(report, golden).model_dump(mode="json")
     return {"steps": sum(s.steps for s in trained.stages),
             "loss": trained.card.metrics.get("final_train_loss"),
             "golden": stats, "decision": report.decision.value, "reasons": report.reasons,
@@ -239,7 +239,7 @@ def main() -> None:
         if not (first_data / "sft.jsonl").is_file():
             raise SystemExit(f"round 1 exported no SFT data ({result.reason}); nothing for the "
                              "plain SFT arm to train on: lower Options.thresholds")
-        steps = sum((r.get("train") or {}).get("steps") or 0 for r in result.reports)
+        steps = sum(r.train.steps if r.train else 0 for r in result.reports)
         sft = run_sft(o, golden, first_data, max(1, steps), work, console)
         summary = summarize(result, sft)
         seconds = round(time.perf_counter() - started, 1)

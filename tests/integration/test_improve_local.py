@@ -59,12 +59,14 @@ def test_two_rounds_on_the_local_model_resume_after_a_kill(tmp_path: Path) -> No
     registry = Registry(reg)
     assert [v.version for v in registry.versions()] == ["v1", "v2"] == result.versions
     for report in result.reports:
-        assert report["pool"]["n"] == 12 and report["golden"]["tasks"] == 4
-        assert report["data"]["sft_rows"] >= 1 and report["train"]["steps"] == 2
-        low, high = report["golden"]["candidate"]["interval"]
+        assert report.pool is not None and report.golden is not None
+        assert report.data is not None and report.train is not None
+        assert report.pool.n == 12 and report.golden.tasks == 4
+        assert report.data.sft_rows >= 1 and report.train.steps == 2
+        low, high = report.golden.candidate.interval
         assert 0.0 <= low <= high <= 1.0
-        assert report["decision"] in ("PROMOTE", "MANUAL_REVIEW")
-        assert (work / f"round-00{report['round']}" / "report.json").is_file()
+        assert report.decision in ("PROMOTE", "MANUAL_REVIEW")
+        assert (work / f"round-00{report.round}" / "report.json").is_file()
     card = read_card(registry.get("v2").path)
     assert card.evals[-1]["improve"]["round"] == 2
     assert "improve round 1" in (registry.history()[0].reason or "")

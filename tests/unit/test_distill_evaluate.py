@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentic_loop.distill.eval.diversity import diversity
-from agentic_loop.distill.eval.evaluate import evaluate_models
+from agentic_loop.distill.eval.evaluate import EvalReport, architecture_runner, evaluate_models
 from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.eval.golden import GoldenError, GoldenTask, load_golden
 from agentic_loop.errors import TaskError
@@ -67,8 +67,8 @@ def test_inside_an_architecture_both_modes_must_agree() -> None:
     # single-shot the candidate is better; inside Reflection both reach 10 on round two
     base = _model(["hi"] * 5 + ["hi", "hi there"] * 5)
     cand = _model(["hi you"] * 5 + ["hi you"] * 5)
-    report = evaluate_models(base, cand, _golden(), arch="reflection", max_iterations=2, kl=False,
-                             diversity_check=False, progress=False, min_tasks=5)
+    report = evaluate_models(base, cand, _golden(), runners=architecture_runner("reflection"),
+                             kl=False, diversity_check=False, progress=False, min_tasks=5)
     assert report.single.decision is Decision.PROMOTE
     assert [t.baseline_arch for t in report.tasks] == [10.0] * 5
     assert report.arch_gate is not None and report.arch_gate.decision is Decision.MANUAL_REVIEW
@@ -99,6 +99,10 @@ def test_diversity_of_distinct_and_identical_outputs() -> None:
 
 def test_unknown_architecture_and_empty_golden_set() -> None:
     with pytest.raises(ValueError, match="unknown architecture 'tree-of-thought'; choose one of"):
+        evaluate_models(_model([]), _model([]), _golden(),
+                        runners=architecture_runner("tree-of-thought"))
+    with pytest.raises(ValueError, match="unknown architecture 'tree-of-thought'; choose one of"), \
+            pytest.warns(DeprecationWarning, match="runners=architecture_runner"):
         evaluate_models(_model([]), _model([]), _golden(), arch="tree-of-thought")
     with pytest.raises(ValueError, match="golden set is empty"):
         evaluate_models(_model([]), _model([]), [])
@@ -173,3 +177,60 @@ def test_the_default_gate_wants_twenty_golden_tasks() -> None:
     assert report.single.p_value is not None and report.single.p_value < 0.05
     assert report.decision is Decision.MANUAL_REVIEW
     assert "only 5 golden tasks" in report.reasons[0]
+
+
+# -- the runner, as DSPy's optimizers take the program; the old arch= name for one release --
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _three() -> list[GoldenTask]:
+    return _golden(3)
+
+
+def _pair() -> tuple[ScriptedChatModel, ScriptedChatModel]:
+    return _model(["hi"] * 3 + ["hi", "hi there"] * 3), _model(["hi you"] * 6)
+
+
+def test_the_deprecated_arch_name_still_runs_and_says_what_replaces_it() -> None:
+    base, cand = _pair()
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        old = evaluate_models(base, cand, _three(), arch="reflection", kl=False, progress=False,
+                              embedder=HashingEmbedder(), min_tasks=3)
+    base, cand = _pair()
+    new = evaluate_models(base, cand, _three(), runners=architecture_runner("reflection"),
+                          kl=False, progress=False, embedder=HashingEmbedder(), min_tasks=3)
+    assert old.to_dict() == new.to_dict()
+    with pytest.raises(ValueError, match="not both"):
+        evaluate_models(base, cand, _three(), arch="reflection",
+                        runners=architecture_runner("reflection"))
+
+
+def test_a_pair_of_callable_runners_is_scored_like_an_architecture() -> None:
+    from agentic_loop.trajectories import Trajectory
+
+    def runner(score: float):  # noqa: ANN202 - a task -> trajectory callable
+        def run(task: TaskSpec) -> Trajectory:
+            return Trajectory(architecture="mine", model_id="m", task=task.task,
+                              final_output="x", final_score=score)
+        return run
+
+    base, cand = _model(["hi"] * 5), _model(["hi you"] * 5)
+    report = evaluate_models(base, cand, _golden(), runners=(runner(4.0), runner(9.0)), kl=False,
+                             diversity_check=False, progress=False, min_tasks=5)
+    assert [t.baseline_arch for t in report.tasks] == [4.0] * 5
+    assert [t.candidate_arch for t in report.tasks] == [9.0] * 5
+    assert report.arch == "run" and report.arch_gate is not None
+    assert report.arch_gate.decision is Decision.PROMOTE
+
+
+def test_an_eval_json_written_by_the_previous_version_loads_and_is_written_the_same() -> None:
+    old = json.loads((FIXTURES / "eval_v1.json").read_text())
+    report = EvalReport.model_validate(old)
+    assert report.single.decision is Decision.PROMOTE and report.arch == "reflection"
+    assert report.arch_gate is not None and report.arch_gate.decision is Decision.MANUAL_REVIEW
+    assert report.to_dict() == old
+    base, cand = _pair()
+    again = evaluate_models(base, cand, _three(), runners=architecture_runner("reflection"),
+                            kl=False, progress=False, embedder=HashingEmbedder(), min_tasks=3)
+    assert again.to_dict() == old  # the same inputs write the same eval.json as before

@@ -117,7 +117,7 @@ def test_bad_thresholds_are_rejected(kw: dict, message: str) -> None:
 
 def test_decision_serializes_and_prints() -> None:
     d = gate([5, 6, 5, 6, 5, 6], [8, 9, 8, 9, 8, 8], min_tasks=6)
-    data = d.to_dict()
+    data = d.model_dump(mode="json")
     assert data["decision"] == "PROMOTE" and data["n"] == 6
     assert str(d).startswith("PROMOTE: candidate 8.333 vs baseline 5.500 over 6 tasks")
 
@@ -150,7 +150,7 @@ def test_kl_drift_above_the_limit_rolls_back_even_a_better_candidate() -> None:
     d = gate(base, better, kl_drift=0.7)
     assert d.decision is Decision.ROLLBACK and "KL drift" in d.reason
     assert gate(base, better, kl_drift=0.7, max_kl=1.0).decision is Decision.PROMOTE
-    assert d.to_dict()["kl_drift"] == 0.7 and d.to_dict()["max_kl"] == 0.5
+    assert d.model_dump(mode="json")["kl_drift"] == 0.7 and d.model_dump()["max_kl"] == 0.5
 
 
 @pytest.mark.parametrize("kwargs", [{"min_tasks": 1}, {"min_tasks": True}, {"min_effect": -1.0},

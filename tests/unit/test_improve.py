@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentic_loop.distill.loop.improve import ImproveBackend, ImproveSettings, improve
+from agentic_loop.distill.loop.records import HintCounts
 from agentic_loop.distill.release import Registry
 from agentic_loop.distill.train import TrainResult, TrainSettings
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, read_card, write_card
@@ -100,9 +101,9 @@ def test_hinted_answers_train_on_the_plain_prompt_and_a_better_model_is_promoted
     models = FakeModels(base="weak", trained=["good"])
     result = _run(tmp_path, models)
     report = result.reports[0]
-    assert report["pool"]["passed"] == 0 and report["pool"]["n"] == 6
-    assert report["hint"] == {"retried": 3, "accepted": 3}
-    assert report["data"]["sft_rows"] == 3 and report["data"]["hinted"] == 3
+    assert report.pool is not None and report.pool.passed == 0 and report.pool.n == 6
+    assert report.hint == HintCounts(retried=3, accepted=3)
+    assert report.data is not None and report.data.sft_rows == 3 and report.data.hinted == 3
 
     rows = [json.loads(line) for line in
             (tmp_path / "work" / "round-001" / "data" / "sft.jsonl").read_text().splitlines()]
@@ -113,8 +114,9 @@ def test_hinted_answers_train_on_the_plain_prompt_and_a_better_model_is_promoted
         assert row["messages"][:-1] == plain and row["messages"][-1]["content"] == GOOD
         assert "Hint" not in json.dumps(row)
 
-    assert report["decision"] == "PROMOTE" and report["register"]["promoted"]
-    assert isinstance(report["register"]["live"], str)  # what the live swap said
+    assert report.decision == "PROMOTE" and report.registration is not None
+    assert report.registration.promoted
+    assert isinstance(report.registration.live, str)  # what the live swap said
     reg = Registry(tmp_path / "reg")
     assert reg.current is not None and reg.current.version == "v1"
     promote = [e for e in reg.history() if e.action == "promote"][0]
@@ -122,10 +124,11 @@ def test_hinted_answers_train_on_the_plain_prompt_and_a_better_model_is_promoted
     assert promote.gate and promote.gate["improve"]["round"] == 1
     card = read_card(reg.current.path)
     assert card.evals[-1]["improve"]["golden"]["candidate"]["pass_rate"] == 1.0
-    golden = report["golden"]
-    assert golden["baseline"]["pass_rate"] == 0.0 and golden["candidate"]["passed"] == 4
-    assert 0 < golden["candidate"]["interval"][0] < 1 == golden["candidate"]["interval"][1]
-    assert set(report["seconds"]) == {"grow", "hint", "data", "train", "gate", "register"}
+    golden = report.golden
+    assert golden is not None
+    assert golden.baseline.pass_rate == 0.0 and golden.candidate.passed == 4
+    assert 0 < golden.candidate.interval[0] < 1 == golden.candidate.interval[1]
+    assert set(report.seconds) == {"grow", "hint", "data", "train", "gate", "register"}
     work = tmp_path / "work"
     assert (work / "round-001" / "report.json").is_file() and (work / "improve.png").is_file()
     assert json.loads((work / "improve.json").read_text())["stopped"] == "rounds"
@@ -138,13 +141,13 @@ def test_round_two_trains_from_the_promoted_model_with_a_higher_threshold(tmp_pa
     first, second = models.train_calls
     assert first["base"] == "local" and first["lora"] is True
     v1 = Registry(tmp_path / "reg").get("v1")
-    assert second["base"] == f"local:{v1.path}" and result.reports[1]["from_version"] == "v1"
+    assert second["base"] == f"local:{v1.path}" and result.reports[1].from_version == "v1"
     manifests = [json.loads((tmp_path / "work" / f"round-00{n}" / "data" / "manifest.json")
                             .read_text()) for n in (1, 2)]
     assert [m["options"]["min_score"] for m in manifests] == [0.7, 0.8]
     # round 2 samples the promoted (good) model: every sample passes, nothing to hint
-    assert result.reports[1]["pool"]["pass_rate"] == 1.0
-    assert result.reports[1]["hint"] == {"retried": 0, "accepted": 0}
+    assert result.reports[1].pool.pass_rate == 1.0  # type: ignore[union-attr]
+    assert result.reports[1].hint == HintCounts(retried=0, accepted=0)
 
 
 def test_a_worse_candidate_is_rolled_back_never_promoted_and_the_loop_stops(
@@ -152,7 +155,7 @@ def test_a_worse_candidate_is_rolled_back_never_promoted_and_the_loop_stops(
     models = FakeModels(base="good", trained=["worse"])
     result = _run(tmp_path, models, rounds=3)
     assert result.stopped == "regression" and len(result.reports) == 1
-    assert result.reports[0]["decision"] == "ROLLBACK"
+    assert result.reports[0].decision == "ROLLBACK"
     reg = Registry(tmp_path / "reg")
     assert reg.current is None and [v.version for v in reg.versions()] == ["v1"]
     assert [e.action for e in reg.history()] == ["register"]
@@ -163,7 +166,7 @@ def test_a_plateau_stops_the_loop(tmp_path: Path) -> None:
     models = FakeModels(base="weak", trained=["weak"])  # training changes nothing
     result = _run(tmp_path, models, rounds=5, patience=1)
     assert result.stopped == "plateau" and len(result.reports) == 1
-    assert result.reports[0]["decision"] == "MANUAL_REVIEW"
+    assert result.reports[0].decision == "MANUAL_REVIEW"
 
 
 def test_a_killed_round_resumes_without_growing_again(tmp_path: Path) -> None:
@@ -177,7 +180,7 @@ def test_a_killed_round_resumes_without_growing_again(tmp_path: Path) -> None:
     result = _run(tmp_path, models)
     assert models.chat_calls == calls  # grow and hint were not redone: no model was made
     assert (tmp_path / "work" / "round-001" / "grown" / "trajectories.jsonl").read_bytes() == grown
-    assert len(models.train_calls) == 2 and result.reports[0]["register"]["version"] == "v1"
+    assert len(models.train_calls) == 2 and result.reports[0].registration.version == "v1"  # type: ignore[union-attr]
     again = _run(tmp_path, models)  # a finished run: nothing is redone or registered twice
     assert len(models.train_calls) == 2 and again.versions == ["v1"]
     assert [v.version for v in Registry(tmp_path / "reg").versions()] == ["v1"]
@@ -263,7 +266,7 @@ def test_grpo_rounds_train_on_the_pools_prompt_set_without_hints(tmp_path: Path)
     assert call["method"] == "grpo" and call["data"].name == "pool.jsonl"
     prompts = load_prompt_set(call["data"])
     assert [t.task for t in prompts.tasks] == [t.task for t in POOL]
-    assert result.reports[0]["hint"] == {"retried": 0, "accepted": 0}
+    assert result.reports[0].hint == HintCounts(retried=0, accepted=0)
     assert not (tmp_path / "work" / "round-001" / "hinted").exists()
 
 
@@ -318,3 +321,28 @@ def test_the_cli_reports_a_wrong_shaped_round_state_in_one_line(tmp_path: Path) 
                                       "--registry", str(tmp_path / "r")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "does not have the shape improve writes" in " ".join(result.stderr.split())
+
+
+# -- typed records read what the previous version wrote ---------------------------------
+
+V1 = Path(__file__).parent / "fixtures" / "improve_v1"
+
+
+def test_a_round_written_by_the_previous_version_loads_and_reports_the_same(
+        tmp_path: Path) -> None:
+    from agentic_loop.distill.loop.records import ImproveRound
+    from agentic_loop.distill.loop.round import RESULT_KEYS, round_report
+    from agentic_loop.distill.loop.state import RoundState
+
+    old_report = json.loads((V1 / "report.json").read_text())
+    (tmp_path / "round-001").mkdir()
+    (tmp_path / "round-001" / "state.json").write_text((V1 / "state.json").read_text())
+    state = RoundState.open(tmp_path, 1, required=RESULT_KEYS)
+    assert state.complete
+    report = round_report(state, ImproveSettings())
+    assert report.model_dump(mode="json") == old_report  # the same report.json as before
+    loaded = ImproveRound.model_validate(old_report)
+    assert loaded == report and loaded.registration is not None
+    assert loaded.registration.version == "v1" and loaded.decision == "PROMOTE"
+    overall = json.loads((V1 / "improve.json").read_text())
+    assert [ImproveRound.model_validate(r) for r in overall["rounds"]] == [report]

@@ -40,7 +40,7 @@ from agentic_loop.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from agentic_loop.demo.options import DemoOptions
-    from agentic_loop.distill.loop.improve import ImproveResult
+    from agentic_loop.distill.loop.records import ImproveResult, ImproveRound
 
 __all__ = ["StageProgress", "fmt_rate", "improve_summary", "round_row", "rounds_table",
            "run_rounds"]
@@ -113,8 +113,14 @@ def _rate(stats: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: stats.get(k) for k in ("n", "passed", "pass_rate", "interval")}
 
 
-def round_row(report: Mapping[str, Any]) -> dict[str, Any]:
-    """One round of ``improve`` as the demo reports it: rates, data counts, decision, version."""
+def round_row(report: ImproveRound | Mapping[str, Any]) -> dict[str, Any]:
+    """One round of ``improve`` as the demo reports it: rates, data counts, decision, version.
+
+    ``report`` is a :class:`~agentic_loop.distill.loop.records.ImproveRound` or its
+    JSON (a ``report.json`` as read); the row is the demo's ``report.json`` entry.
+    """
+    if not isinstance(report, Mapping):
+        report = report.model_dump(mode="json")
     golden = report.get("golden") or {}
     data = report.get("data") or {}
     register = report.get("register") or {}

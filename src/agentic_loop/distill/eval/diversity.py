@@ -18,10 +18,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from agentic_loop.memory.embeddings import normalize_rows
 
@@ -31,22 +31,23 @@ __all__ = ["COLLAPSE_THRESHOLD", "DiversityReport", "diversity", "mean_pairwise_
 COLLAPSE_THRESHOLD = 0.15
 
 
-@dataclass(frozen=True)
-class DiversityReport:
-    """Mean pairwise cosine distance of a set of outputs, and whether it looks collapsed."""
+class DiversityReport(BaseModel):
+    """Mean pairwise cosine distance of a set of outputs, and whether it looks collapsed.
+
+    A pydantic record: ``model_dump`` holds the fields and ``collapsed``.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     mean_distance: float
     n: int
     threshold: float
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def collapsed(self) -> bool:
         """True when the outputs are nearly all the same."""
         return self.n >= 2 and self.mean_distance < self.threshold
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for reports (the fields, and whether they say "collapsed")."""
-        return {**asdict(self), "collapsed": self.collapsed}
 
 
 def mean_pairwise_distance(vectors: np.ndarray) -> float:
@@ -69,4 +70,5 @@ def diversity(outputs: Sequence[str], embedder: Any = None, *,
         embedder = Embedder()
     texts = [o if o.strip() else "(empty)" for o in outputs]
     vectors = embedder.embed(texts) if texts else np.zeros((0, 1))
-    return DiversityReport(mean_pairwise_distance(vectors), len(texts), threshold)
+    return DiversityReport(mean_distance=mean_pairwise_distance(vectors), n=len(texts),
+                           threshold=threshold)

@@ -23,26 +23,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from agentic_loop.errors import ConfigError, ReleaseError
 
 __all__ = ["DriftReport", "kl_drift", "token_kl"]
 
 
-@dataclass(frozen=True)
-class DriftReport:
-    """Mean KL per token over all prompts, and the worst prompt's mean."""
+class DriftReport(BaseModel):
+    """Mean KL per token over all prompts, and the worst prompt's mean (a pydantic record)."""
+
+    model_config = ConfigDict(frozen=True)
 
     mean_kl: float
     max_prompt_kl: float
     tokens: int
     prompts: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for reports."""
-        return asdict(self)
 
 
 def token_kl(candidate_logits: Any, base_logits: Any) -> Any:
@@ -82,4 +80,5 @@ def kl_drift(base_dir: str | os.PathLike[str], candidate_dir: str | os.PathLike[
             total += float(kl.sum())
             tokens += int(kl.numel())
             worst = max(worst, float(kl.mean()))
-    return DriftReport(total / tokens, worst, tokens, len(prompts))
+    return DriftReport(mean_kl=total / tokens, max_prompt_kl=worst, tokens=tokens,
+                       prompts=len(prompts))

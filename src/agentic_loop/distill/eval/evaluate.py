@@ -1,8 +1,13 @@
 """``evaluate_models``: baseline vs candidate on the golden set, and the promotion decision.
 
 Both models answer every golden task under the *same* rubric, first
-single-shot (one answer, scored), then, with ``arch=``, inside an
-architecture (generate, critique, refine), which is how they will serve.
+single-shot (one answer, scored), then, with ``runners=``, inside a runner
+(an architecture: generate, critique, refine), which is how they will serve.
+As DSPy's optimizers take the program, the evaluation takes the runner: a
+pair of them (an architecture instance, or any callable task -> trajectory
+or run result), or :func:`architecture_runner`, which builds one for each
+model. The old ``arch="reflection"`` still works for one release, with a
+:class:`DeprecationWarning`.
 Per-task scores are paired and go through
 :func:`~agentic_loop.distill.eval.gate.gate`.
 
@@ -30,19 +35,25 @@ Example (scripted models; real ones are specs such as ``"local"``):
     ...                          progress=False, min_tasks=4)
     >>> report.decision, [t.candidate for t in report.tasks]
     (<Decision.PROMOTE: 'PROMOTE'>, [10.0, 10.0, 10.0, 10.0])
+
+The report is a pydantic record; its JSON (``eval.json``) reads back:
+    >>> EvalReport.model_validate_json(report.model_dump_json()) == report
+    True
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
 from agentic_loop.distill.eval.diversity import DiversityReport, diversity
 from agentic_loop.distill.eval.drift import DriftReport, kl_drift
@@ -52,12 +63,23 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.models.model_dirs import ModelDirError, resolve_model_dir
 from agentic_loop.tasks.spec import TaskSpec
 
-__all__ = ["EvalReport", "TaskScores", "combine_decisions", "evaluate_models"]
+__all__ = ["EvalReport", "Runner", "RunnerFactory", "TaskScores", "architecture_runner",
+           "combine_decisions", "evaluate_models"]
+
+#: What answers a golden task in a runner: an architecture instance (its ``run(task_text)``)
+#: or a callable ``TaskSpec -> RunResult | Trajectory`` (anything with a score and errors).
+Runner = Any
+#: Makes a model's runner: ``chat model -> Runner`` (see :func:`architecture_runner`).
+RunnerFactory = Callable[[BaseChatModel], Runner]
 
 
-@dataclass
-class TaskScores:
-    """One golden task's scores and outputs for both models (``*_arch``: in the architecture)."""
+def _alias(name: str, old: str) -> Any:
+    """A field stored as ``old`` in ``eval.json`` (the name older reports used), read by either."""
+    return Field(validation_alias=AliasChoices(name, old), serialization_alias=old)
+
+
+class TaskScores(BaseModel):
+    """One golden task's scores and outputs for both models (``*_arch``: in the runner)."""
 
     id: str
     task: str
@@ -67,26 +89,33 @@ class TaskScores:
     candidate_output: str
     baseline_arch: float | None = None
     candidate_arch: float | None = None
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
 
 
-@dataclass
-class EvalReport:
-    """Everything one evaluation found; ``decision`` is what to do with the candidate."""
+class EvalReport(BaseModel):
+    """Everything one evaluation found; ``decision`` is what to do with the candidate.
+
+    A pydantic record: ``to_dict()`` is ``eval.json`` (the field names that file
+    has always used: ``single_shot``, ``architecture``, ``kl_drift``), and
+    ``model_validate`` reads such a file back, old ones included.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
     baseline: str
     candidate: str
     arch: str | None
     tasks: list[TaskScores]
-    single: GateDecision
-    arch_gate: GateDecision | None
+    single: GateDecision = _alias("single", "single_shot")
+    arch_gate: GateDecision | None = _alias("arch_gate", "architecture")
     decision: Decision
     reasons: list[str]
-    kl: DriftReport | None = None
+    kl: DriftReport | None = _alias("kl", "kl_drift")
     kl_note: str | None = None
-    diversity: dict[str, DiversityReport] = field(default_factory=dict)
+    diversity: dict[str, DiversityReport] = Field(default_factory=dict)
     plot: Path | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def mode_collapse(self) -> bool:
         """True when the candidate's outputs collapsed (and the baseline's did not)."""
@@ -94,18 +123,8 @@ class EvalReport:
         return bool(cand and cand.collapsed and not (base and base.collapsed))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (JSON report, model card)."""
-        return {
-            "baseline": self.baseline, "candidate": self.candidate, "arch": self.arch,
-            "decision": self.decision.value, "reasons": self.reasons,
-            "single_shot": self.single.to_dict(),
-            "architecture": self.arch_gate.to_dict() if self.arch_gate else None,
-            "kl_drift": self.kl.to_dict() if self.kl else None, "kl_note": self.kl_note,
-            "diversity": {k: v.to_dict() for k, v in self.diversity.items()},
-            "mode_collapse": self.mode_collapse,
-            "plot": str(self.plot) if self.plot else None,
-            "tasks": [vars(t) for t in self.tasks],
-        }
+        """The JSON form (``eval.json``, the model card): ``model_dump(mode="json")``."""
+        return self.model_dump(mode="json")
 
     def card_entry(self, *, golden: str | None = None) -> dict[str, Any]:
         """The evaluation as a model-card entry: decisions, measures, task scores; no outputs."""
@@ -159,10 +178,71 @@ def _architecture(arch: str, llm: BaseChatModel, task: TaskSpec, workdir: Path,
     return create_architecture(arch, llm, rubric=task.rubric(), **kwargs)
 
 
+class _ArchitectureRunner:
+    """A model's runner that builds the named architecture per task, under the task's rubric.
+
+    Every task of one model shares one fresh folder (archive, reflections) unless
+    ``arch_kwargs`` names one; :meth:`close` removes it.
+    """
+
+    def __init__(self, arch: str, llm: BaseChatModel, max_iterations: int,
+                 arch_kwargs: dict[str, Any]) -> None:
+        self.name = arch
+        self.llm = llm
+        self.max_iterations = max_iterations
+        self.arch_kwargs = arch_kwargs
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"eval-{arch}-"))
+
+    def __call__(self, task: TaskSpec) -> Any:
+        return _architecture(self.name, self.llm, task, self.workdir, self.max_iterations,
+                             dict(self.arch_kwargs)).run(task.task)
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def architecture_runner(arch: str, *, max_iterations: int = 2,
+                        arch_kwargs: dict[str, Any] | None = None) -> RunnerFactory:
+    """The runner factory for a named architecture: ``runners=architecture_runner("reflection")``.
+
+    Each model gets a runner that builds ``arch`` per golden task with that
+    task's rubric, in a fresh folder of its own. The name is checked here,
+    before any model loads.
+
+    >>> architecture_runner("tree-of-thought")
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: unknown architecture 'tree-of-thought'; choose one of ...
+    """
+    from agentic_loop.architectures import architecture_class
+
+    architecture_class(arch)
+
+    def make(llm: BaseChatModel) -> _ArchitectureRunner:
+        return _ArchitectureRunner(arch, llm, max_iterations, dict(arch_kwargs or {}))
+
+    make.runner_name = arch  # type: ignore[attr-defined]
+    return make
+
+
+def _runner_name(runner: Any) -> str:
+    name = getattr(runner, "runner_name", None) or getattr(runner, "name", None)
+    return str(name) if name else getattr(runner, "__name__", type(runner).__name__)
+
+
+def _run_one(runner: Runner, item: TaskSpec) -> tuple[float, list[str]]:
+    """A runner's score and errors on one task (an architecture's ``run``, else a call)."""
+    from agentic_loop.trajectories import Trajectory
+
+    result = runner.run(item.task) if hasattr(runner, "run") else runner(item)
+    if isinstance(result, Trajectory):
+        return float(result.final_score or 0.0), list(result.errors)
+    return float(getattr(result, "score", None) or 0.0), list(getattr(result, "errors", []))
+
+
 def _single_shot(llm: BaseChatModel, judge: BaseChatModel, golden: Sequence[TaskSpec],
                  bar: Any, label: str) -> tuple[list[float], list[str], list[str]]:
-    from agentic_loop.architectures import task_rubric
-    from agentic_loop.judges import Critic
+    from agentic_loop.judges import Critic, rubric_for_task
     from agentic_loop.models.structured_output import message_text
 
     job = bar.add_task(f"{label}: single-shot", total=len(golden))
@@ -171,7 +251,7 @@ def _single_shot(llm: BaseChatModel, judge: BaseChatModel, golden: Sequence[Task
         error = ""
         try:
             output = message_text(llm.invoke(item.task)).strip()
-            rubric = item.rubric() or task_rubric(item.task)
+            rubric = rubric_for_task(item)
             critic = Critic(judge, rubric, critique_text=False)
             score = float(critic.critique(item.task, output).score)
         except Exception as exc:  # noqa: BLE001 - a failed answer scores 0; the report says why
@@ -183,22 +263,24 @@ def _single_shot(llm: BaseChatModel, judge: BaseChatModel, golden: Sequence[Task
     return scores, outputs, errors
 
 
-def _in_architecture(arch: str, llm: BaseChatModel, golden: Sequence[TaskSpec], bar: Any,
-                     label: str, max_iterations: int, arch_kwargs: dict[str, Any]
-                     ) -> tuple[list[float], list[str]]:
-    job = bar.add_task(f"{label}: {arch}", total=len(golden))
+def _in_runner(runner: Runner, name: str, golden: Sequence[TaskSpec], bar: Any,
+               label: str) -> tuple[list[float], list[str]]:
+    job = bar.add_task(f"{label}: {name}", total=len(golden))
     scores, errors = [], []
-    with tempfile.TemporaryDirectory(prefix=f"eval-{label}-") as tmp:
+    try:
         for item in golden:
             try:
-                result = _architecture(arch, llm, item, Path(tmp), max_iterations,
-                                       arch_kwargs).run(item.task)
-                scores.append(float(result.score or 0.0))
-                errors.append("; ".join(result.errors))
+                score, errs = _run_one(runner, item)
+                scores.append(score)
+                errors.append("; ".join(errs))
             except Exception as exc:  # noqa: BLE001 - a failed run scores 0; the report says why
                 scores.append(0.0)
-                errors.append(f"{label} {arch} on {item.id!r}: {exc}")
+                errors.append(f"{label} {name} on {item.id!r}: {exc}")
             bar.advance(job)
+    finally:
+        close = getattr(runner, "close", None)
+        if callable(close):
+            close()
     return scores, errors
 
 
@@ -218,6 +300,7 @@ def evaluate_models(
     candidate: str | BaseChatModel,
     golden_tasks: str | os.PathLike[str] | Sequence[TaskSpec],
     *,
+    runners: tuple[Runner, Runner] | RunnerFactory | None = None,
     arch: str | None = None,
     max_iterations: int = 2,
     judge: str | BaseChatModel | None = None,
@@ -242,9 +325,13 @@ def evaluate_models(
             ``"openai:<url>"``) or ready chat models.
         golden_tasks: a golden-set JSONL path or tasks (:class:`~agentic_loop.tasks.spec.TaskSpec`;
             those without an ``id`` are numbered from 1).
-        arch: also run both inside ``"reflection"``, ``"archive_refine"`` or ``"reflexion"``
-            (each model with its own fresh archive/memory unless ``arch_kwargs`` names one).
-        max_iterations: the architecture's round limit.
+        runners: also score both inside runners, as they will serve: a pair
+            ``(baseline_runner, candidate_runner)`` (architecture instances, or callables
+            task -> trajectory / run result), or a factory ``chat model -> runner`` such as
+            :func:`architecture_runner` (``architecture_runner("reflection")``).
+        arch: deprecated (one release): ``runners=architecture_runner(arch, max_iterations=...,
+            arch_kwargs=...)``.
+        max_iterations / arch_kwargs: the deprecated ``arch``'s round limit and keywords.
         judge: judges rubric features that are not checks (default: the baseline).
         max_tokens / temperature: generation settings for both models (greedy by default).
         alpha / rollback_ratio / min_tasks / min_effect / max_kl: the gate's evidence rules
@@ -254,11 +341,17 @@ def evaluate_models(
         diversity_check: measure output diversity (loads the embedder).
         plot_path: where to write the before/after PNG (``None``: no plot).
     """
-    from agentic_loop.architectures import architecture_class
     from agentic_loop.models import load_chat_model
 
     if arch is not None:
-        architecture_class(arch)  # the one name check, before any model loads
+        if runners is not None:
+            raise ConfigError("pass runners= or the deprecated arch=, not both")
+        warnings.warn("evaluate_models(arch=NAME) is deprecated and goes in the next release; "
+                      "pass runners=architecture_runner(NAME, max_iterations=..., "
+                      "arch_kwargs=...)", DeprecationWarning, stacklevel=2)
+        # the one name check, before any model loads
+        runners = architecture_runner(arch, max_iterations=max_iterations,
+                                      arch_kwargs=arch_kwargs)
 
     golden = _numbered(load_golden(golden_tasks) if isinstance(golden_tasks, (str, os.PathLike))
                        else golden_tasks)
@@ -280,16 +373,18 @@ def evaluate_models(
     with _progress(progress) as bar:
         b_scores, b_out, b_err = _single_shot(base_llm, judge_llm, golden, bar, "baseline")
         c_scores, c_out, c_err = _single_shot(cand_llm, judge_llm, golden, bar, "candidate")
-        rows = [TaskScores(str(g.id), g.task, b, c, bo, co, errors=[e for e in (be, ce) if e])
+        rows = [TaskScores(id=str(g.id), task=g.task, baseline=b, candidate=c, baseline_output=bo,
+                           candidate_output=co, errors=[e for e in (be, ce) if e])
                 for g, b, c, bo, co, be, ce in zip(golden, b_scores, c_scores, b_out, c_out,
                                                    b_err, c_err, strict=True)]
         single = gate(b_scores, c_scores, **rules)
-        arch_gate = None
-        if arch is not None:
-            ba, ba_err = _in_architecture(arch, base_llm, golden, bar, "baseline", max_iterations,
-                                          dict(arch_kwargs or {}))
-            ca, ca_err = _in_architecture(arch, cand_llm, golden, bar, "candidate", max_iterations,
-                                          dict(arch_kwargs or {}))
+        arch_gate, name = None, None
+        if runners is not None:
+            pair = runners if isinstance(runners, tuple) else (runners(base_llm),
+                                                                runners(cand_llm))
+            name = _runner_name(runners if not isinstance(runners, tuple) else pair[1])
+            ba, ba_err = _in_runner(pair[0], name, golden, bar, "baseline")
+            ca, ca_err = _in_runner(pair[1], name, golden, bar, "candidate")
             for row, b, c, be, ce in zip(rows, ba, ca, ba_err, ca_err, strict=True):
                 row.baseline_arch, row.candidate_arch = b, c
                 row.errors += [e for e in (be, ce) if e]
@@ -299,13 +394,15 @@ def evaluate_models(
     if diversity_check:
         spread = {"baseline": diversity(b_out, embedder),
                   "candidate": diversity(c_out, embedder)}
-    report = EvalReport(_name(baseline), _name(candidate), arch, rows, single, arch_gate,
-                        Decision.MANUAL_REVIEW, [], drift, note, spread)
+    report = EvalReport(baseline=_name(baseline), candidate=_name(candidate), arch=name,
+                        tasks=rows, single=single, arch_gate=arch_gate,
+                        decision=Decision.MANUAL_REVIEW, reasons=[], kl=drift, kl_note=note,
+                        diversity=spread)
     decisions = [single.decision] + ([arch_gate.decision] if arch_gate else [])
     report.decision = combine_decisions(decisions, collapsed=report.mode_collapse)
     report.reasons = [f"single-shot: {single}"]
     if arch_gate is not None:
-        report.reasons.append(f"{arch}: {arch_gate}")
+        report.reasons.append(f"{name}: {arch_gate}")
     if report.mode_collapse:
         report.reasons.append("the candidate's outputs collapsed into near-copies "
                               f"(mean distance {spread['candidate'].mean_distance:.3f}); "

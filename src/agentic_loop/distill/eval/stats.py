@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from agentic_loop.errors import ConfigError
 
@@ -134,9 +135,10 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * _binom_cdf_half(min(b, c), n))
 
 
-@dataclass(frozen=True)
-class Bootstrap:
+class Bootstrap(BaseModel):
     """A paired mean difference (candidate - baseline), its 95% interval and p-value."""
+
+    model_config = ConfigDict(frozen=True)
 
     mean_diff: float
     ci95: tuple[float, float]
@@ -169,8 +171,9 @@ def paired_bootstrap(baseline: Sequence[float], candidate: Sequence[float], *,
         raise ConfigError("paired_bootstrap got a non-finite score; score a failed run as 0")
     observed = float(diffs.mean())
     if float(diffs.std()) == 0.0:
-        return Bootstrap(observed, (observed, observed),
-                         1.0 if observed == 0 else 1 / (1 + resamples), resamples)
+        return Bootstrap(mean_diff=observed, ci95=(observed, observed),
+                         p_value=1.0 if observed == 0 else 1 / (1 + resamples),
+                         resamples=resamples)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, 2_000_000 // len(diffs))  # bounded memory for long task lists
@@ -180,7 +183,8 @@ def paired_bootstrap(baseline: Sequence[float], candidate: Sequence[float], *,
         means[start:stop] = diffs[idx].mean(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     hits = int(np.sum(np.abs(means - observed) >= abs(observed) - 1e-12))
-    return Bootstrap(observed, (float(lo), float(hi)), (1 + hits) / (1 + resamples), resamples)
+    return Bootstrap(mean_diff=observed, ci95=(float(lo), float(hi)),
+                     p_value=(1 + hits) / (1 + resamples), resamples=resamples)
 
 
 def _z(q: float) -> float:
@@ -261,9 +265,13 @@ def verdict(diff: float, p_value: float, needed: int | None, *, alpha: float = 0
     return f"no detectable difference ({_p(p_value, label)}){need}"
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """A candidate against a baseline on the same tasks (differences: candidate - baseline)."""
+class Comparison(BaseModel):
+    """A candidate against a baseline on the same tasks (differences: candidate - baseline).
+
+    A pydantic record: ``model_dump(mode="json")`` is its JSON (tuples as lists).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     tasks: int
     wins: int  # candidate passed, baseline failed
@@ -280,8 +288,8 @@ class Comparison:
     verdict: str
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON reports (tuples as lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Plain data: kept for one release; use ``model_dump(mode="json")``."""
+        return self.model_dump(mode="json")
 
 
 def compare(baseline_passed: Sequence[bool], candidate_passed: Sequence[bool],

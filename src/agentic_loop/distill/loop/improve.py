@@ -1,6 +1,7 @@
 """``improve``: the flywheel in rounds: grow, hint retry, train, gate, register, promote.
 
-``distill_loop`` is one manual round on logged runs. ``improve`` makes the
+``improve`` is the entry point for improvement rounds (``distill_loop`` is
+one manual round on logged runs; the demo's rounds call ``improve``). It makes the
 model produce its own training data, round after round (ReST / expert
 iteration, with STaR's rationalization):
 
@@ -12,12 +13,12 @@ iteration, with STaR's rationalization):
 2. **hint**: tasks with no passing sample are retried once with the
    verifier's failed checks as a hint; a hinted answer is logged, and
    trained on, as an answer to the plain task (``round-NNN/hinted``);
-3. **data**: the round's runs through the one export path
+3. **data** (the *data gate*): the round's runs through the one export path
    (:func:`~agentic_loop.distill.data.export.export_datasets`: PII gate,
    curation) with the round's score threshold, which rises each round
    (GRPO trains on the pool's prompt set instead);
 4. **train**: LoRA (by default) from the model the last gate kept;
-5. **gate**: the candidate against that model on a golden set held apart
+5. **gate** (the *release gate*): the candidate against that model on a golden set held apart
    from the pool (:func:`~agentic_loop.distill.eval.evaluate.evaluate_models`);
 6. **register**: the candidate is registered with the round's summary in
    its card and the audit log; PROMOTE promotes it and swaps the served
@@ -29,7 +30,9 @@ up by ``min_gain`` over its best for ``patience`` rounds), a regression
 (ROLLBACK), or a round with nothing to train on. Every stage is recorded
 in ``round-NNN/state.json`` (:mod:`~agentic_loop.distill.loop.state`),
 so a killed run started again skips what it finished. Each round writes
-``report.json``; the run writes ``improve.json`` and ``improve.png``.
+``report.json`` (an :class:`~agentic_loop.distill.loop.records.ImproveRound`);
+the run writes ``improve.json`` and ``improve.png`` and returns an
+:class:`~agentic_loop.distill.loop.records.ImproveResult`.
 
 Example (options are checked before any model loads):
     >>> improve("pool.jsonl", golden="golden.jsonl", registry="reg", work_dir="w", samples=0)
@@ -42,11 +45,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.loop.records import ImproveResult, ImproveRound, StopCode
 from agentic_loop.distill.loop.report import plot_curve
 from agentic_loop.distill.loop.round import (
     RESULT_KEYS,
@@ -105,48 +109,31 @@ class ImproveBackend:
     gate_model: Callable[[str], Any] = _as_spec
 
 
-@dataclass(frozen=True)
-class ImproveResult:
-    """What an improve run did: each round's report, why it stopped, what serves now."""
-
-    work_dir: Path
-    reports: list[dict[str, Any]]
-    stopped: str
-    reason: str
-    current: str | None
-    plot: Path | None = None
-    settings: ImproveSettings = field(default_factory=ImproveSettings)
-
-    @property
-    def versions(self) -> list[str]:
-        """The versions the rounds registered, in order."""
-        return [r["register"]["version"] for r in self.reports if r.get("register")]
-
-
-def stop_reason(reports: Sequence[dict[str, Any]], settings: ImproveSettings
-                ) -> tuple[str, str] | None:
+def stop_reason(reports: Sequence[ImproveRound], settings: ImproveSettings
+                ) -> tuple[StopCode, str] | None:
     """Why the loop stops after these rounds (``(code, reason)``), or ``None`` to go on.
 
-    >>> r = lambda n, rate: {"round": n, "decision": "MANUAL_REVIEW", "golden": {
-    ...     "baseline": {"pass_rate": 0.5}, "candidate": {"pass_rate": rate}}}
-    >>> stop_reason([r(1, 0.6), r(2, 0.6), r(3, 0.55)], ImproveSettings(patience=2))[0]
+    >>> from agentic_loop.distill.loop.records import GoldenStats
+    >>> r = lambda n, passed: ImproveRound(round=n, decision="MANUAL_REVIEW",
+    ...     golden=GoldenStats.of(baseline=(10, 20), candidate=(passed, 20)))
+    >>> stop_reason([r(1, 12), r(2, 12), r(3, 11)], ImproveSettings(patience=2))[0]
     'plateau'
-    >>> stop_reason([r(1, 0.6), r(2, 0.7)], ImproveSettings(patience=2)) is None
+    >>> stop_reason([r(1, 12), r(2, 14)], ImproveSettings(patience=2)) is None
     True
     """
     if not reports:
         return None
     last = reports[-1]
-    if last.get("ended"):
-        return "no_data", str(last["ended"])
-    if last.get("decision") == Decision.ROLLBACK.value:
-        return "regression", (f"round {last['round']}: the gate said ROLLBACK; the current "
+    if last.ended:
+        return "no_data", str(last.ended)
+    if last.decision == Decision.ROLLBACK:
+        return "regression", (f"round {last.round}: the gate said ROLLBACK; the current "
                               "model is kept")
-    golden = reports[0].get("golden") or {}
-    best = (golden.get("baseline") or {}).get("pass_rate")
+    golden = reports[0].golden
+    best = golden.baseline.pass_rate if golden else None
     misses = 0
     for report in reports:
-        rate = ((report.get("golden") or {}).get("candidate") or {}).get("pass_rate")
+        rate = report.golden.candidate.pass_rate if report.golden else None
         if rate is None or best is None or rate >= best + settings.min_gain - 1e-12:
             best = rate if best is None or (rate is not None and rate > best) else best
             misses = 0
@@ -219,7 +206,7 @@ def improve(
     if (tasks is None) == (not trajectories):
         raise ConfigError("pass exactly one pool: tasks (a task file, --tasks) or trajectories "
                           "(logs whose new runs give each round's tasks, --from-trajectories)")
-    from agentic_loop.distill.loop.pipeline import baseline_spec
+    from agentic_loop.distill.loop.gating import baseline_spec
     from agentic_loop.distill.loop.pool import read_pool, trajectory_pool, write_pool
     from agentic_loop.distill.release.registry import Registry
 
@@ -233,8 +220,8 @@ def improve(
     runner = RoundRunner(settings, backend or ImproveBackend(), reg, golden_tasks, work,
                          progress, golden_label=os.fspath(golden)
                          if isinstance(golden, (str, os.PathLike)) else "given")
-    reports: list[dict[str, Any]] = []
-    stopped: tuple[str, str] | None = None
+    reports: list[ImproveRound] = []
+    stopped: tuple[StopCode, str] | None = None
     number = 0
     while stopped is None:
         number += 1
@@ -250,8 +237,9 @@ def improve(
                                f"since the last round ({found.runs} new runs)")
                     break
                 pool = found.tasks
-                extra = {"watermark": found.watermark.to_dict(), "from_runs": found.runs,
-                         "golden_dropped": found.golden_dropped, "unscored": found.unscored}
+                extra = {"watermark": found.watermark.model_dump(mode="json"),
+                         "from_runs": found.runs, "golden_dropped": found.golden_dropped,
+                         "unscored": found.unscored}
             write_pool(state.dir / "pool.jsonl", pool)
             current = reg.current
             state.start(model=baseline_spec(reg, settings.base),
@@ -261,18 +249,20 @@ def improve(
             write_json(work / WATERMARK_FILE, state.data["watermark"])
         runner.run(state)
         reports.append(round_report(state, settings))
-        write_json(state.dir / "report.json", reports[-1])
+        write_json(state.dir / "report.json", reports[-1].model_dump(mode="json"))
         _write_overall(work, fingerprint, settings, reports, None, reg)
         stopped = stop_reason(reports, settings)
+    assert stopped is not None  # the loop ends only with a reason
     code, reason = stopped
     plot = _write_overall(work, fingerprint, settings, reports, stopped, reg)
     current = reg.current
-    return ImproveResult(work, reports, code, reason, current.version if current else None, plot,
-                         settings)
+    return ImproveResult(work_dir=work, reports=reports, stopped=code, reason=reason,
+                         current=current.version if current else None, plot=plot,
+                         settings=settings)
 
 
 def _write_overall(work: Path, fingerprint: str, settings: ImproveSettings,
-                   reports: list[dict[str, Any]], stopped: tuple[str, str] | None,
+                   reports: list[ImproveRound], stopped: tuple[StopCode, str] | None,
                    reg: Any) -> Path | None:
     plot = plot_curve(reports, work / "improve.png") if reports else None
     current = reg.current
@@ -280,5 +270,6 @@ def _write_overall(work: Path, fingerprint: str, settings: ImproveSettings,
         "fingerprint": fingerprint, "settings": settings.to_dict(),
         "stopped": stopped[0] if stopped else None, "reason": stopped[1] if stopped else None,
         "current": current.version if current is not None else None,
-        "plot": str(plot) if plot else None, "rounds": reports})
+        "plot": str(plot) if plot else None,
+        "rounds": [r.model_dump(mode="json") for r in reports]})
     return plot

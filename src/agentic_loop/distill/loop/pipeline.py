@@ -31,25 +31,31 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.distill.eval.gate import Decision
-from agentic_loop.distill.train.model_card import add_eval
+from agentic_loop.distill.loop.gating import baseline_spec, register_evaluated
 from agentic_loop.distill.train.settings import METHODS
 from agentic_loop.errors import ConfigError
 
-__all__ = ["LoopResult", "baseline_spec", "distill_loop", "register_evaluated"]
+if TYPE_CHECKING:
+    from agentic_loop.distill.data.export import ExportReport
+    from agentic_loop.distill.eval.evaluate import EvalReport
+    from agentic_loop.distill.release.registry_audit import ModelVersion
+    from agentic_loop.distill.train.trainer import TrainResult
+
+__all__ = ["LoopResult", "distill_loop"]
 
 
 @dataclass(frozen=True)
 class LoopResult:
-    """What each step of one loop produced."""
+    """What each step of one loop produced (live objects: the model, its data; not a record)."""
 
-    export: Any  # ExportReport
-    train: Any  # TrainResult
-    evaluation: Any  # EvalReport
-    version: Any  # ModelVersion
+    export: ExportReport
+    train: TrainResult
+    evaluation: EvalReport
+    version: ModelVersion
     baseline: str
 
     @property
@@ -87,6 +93,7 @@ def distill_loop(
     from agentic_loop.distill.data.export import export_datasets
     from agentic_loop.distill.eval.evaluate import evaluate_models
     from agentic_loop.distill.eval.golden import load_golden
+    from agentic_loop.distill.loop.gating import eval_runners
     from agentic_loop.distill.release.registry import Registry
     from agentic_loop.distill.train import train
 
@@ -96,43 +103,13 @@ def distill_loop(
     exported = export_datasets(trajectories, work / "data", **(export_options or {}))
     trained = train(work / "data", work / "model", method=method, base=base, **train_options)
     baseline = baseline_spec(reg, base)
-    report = evaluate_models(baseline, trained.spec, golden_tasks, arch=arch,
-                             plot_path=work / "eval.png", **(eval_options or {}))
+    options = dict(eval_options or {})
+    runners = eval_runners(arch, options)
+    report = evaluate_models(baseline, trained.spec, golden_tasks, runners=runners,
+                             plot_path=work / "eval.png", **options)
     summary = report.card_entry(golden=str(golden))
     atomic_write_bytes(work / "eval.json", (json.dumps(report.to_dict(), indent=2, default=str)
                                             + "\n").encode())
     notes = f"distilled by the loop; gate {report.decision.value} vs {baseline}"
     version = register_evaluated(reg, trained.model_dir, summary, baseline=baseline, notes=notes)
     return LoopResult(exported, trained, report, version, baseline)
-
-
-def baseline_spec(registry: Any, base: str) -> str:
-    """The model a candidate must beat: the registry's current weights, else ``base``.
-
-    A current LoRA adapter cannot be loaded on its own, so ``base`` stands in for it.
-    """
-    current = registry.current
-    return f"local:{current.path}" if current is not None and not current.adapter else base
-
-
-def register_evaluated(registry: Any, model_dir: str | os.PathLike[str], summary: dict[str, Any],
-                       *, baseline: str, notes: str | None = None, reason: str | None = None,
-                       gate: dict[str, Any] | None = None) -> Any:
-    """Append an evaluation to the model's card, register it, promote it when it says PROMOTE.
-
-    ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds);
-    ``gate`` adds to the gate fields of the promote line in the audit log.
-    A model already registered (a step re-run after a crash, or after its
-    round's state was lost: the same weights, by content digest) is not
-    registered again: its version is promoted, or not, as the evaluation says.
-    """
-    folder = Path(model_dir).expanduser()
-    version = registry.registered(folder)
-    if version is None:
-        add_eval(folder, summary)
-        version = registry.register(folder, notes=notes)
-    if summary["decision"] == Decision.PROMOTE.value:
-        fields = {k: summary.get(k) for k in ("decision", "single_shot", "architecture")}
-        registry.promote(version.version, reason=reason or f"gate PROMOTE vs {baseline}",
-                         gate={**fields, **(gate or {})})
-    return version

@@ -38,9 +38,9 @@ from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.distill.data.samples import task_key
 from agentic_loop.distill.data.sources import read_runs
 from agentic_loop.distill.loop.state import Watermark
-from agentic_loop.distill.train.prompt_set import lock_rubric, stated_rubric
+from agentic_loop.distill.train.prompt_set import lock_rubric
 from agentic_loop.errors import AgenticLoopError, ConfigError, StorageError
-from agentic_loop.judges import Rubric
+from agentic_loop.judges import Rubric, rubric_for_task
 from agentic_loop.paths import make_dir
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.text_places import data_root, record_place
@@ -51,7 +51,7 @@ __all__ = ["TrajectoryPool", "check_held_apart", "lock_pool", "locked_rubric", "
 
 def locked_rubric(spec: TaskSpec) -> Rubric | None:
     """The checks-only rubric a task is scored by (None when it has no check)."""
-    rubric = spec.rubric() or stated_rubric(spec.task)
+    rubric = rubric_for_task(spec, checks_only=True)
     if rubric is None:
         return None
     locked, _ = lock_rubric(rubric, "checks")

@@ -5,7 +5,10 @@ Why a module of its own: :mod:`~agentic_loop.distill.loop.improve` decides
 stage is a method that does its work from scratch and returns what the
 round's ``state.json`` records; :meth:`RoundRunner.run` skips the stages
 the state says are finished, so a killed round continues where it stopped.
-:func:`round_report` turns a round's state into its report.
+:func:`round_report` turns a round's state into its report, a typed
+:class:`~agentic_loop.distill.loop.records.ImproveRound`. (``state.json``
+stays plain JSON, checked on open: it is the resumable on-disk log, and a
+file an earlier version wrote must keep resuming.)
 
 Example (a round that has not started reports nothing yet):
     >>> import tempfile
@@ -13,8 +16,9 @@ Example (a round that has not started reports nothing yet):
     >>> from agentic_loop.distill.loop.settings import ImproveSettings
     >>> state = RoundState.open(tempfile.mkdtemp(), 1)
     >>> state.start(model="local", threshold=7.0)
-    >>> round_report(state, ImproveSettings())["pool"] is None
-    True
+    >>> report = round_report(state, ImproveSettings())
+    >>> report.pool is None, report.threshold
+    (True, 7.0)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.loop.gating import eval_runners
 from agentic_loop.distill.loop.grow import (
     failed_tasks,
     grow,
@@ -33,6 +38,7 @@ from agentic_loop.distill.loop.grow import (
     outcomes,
     pool_counts,
 )
+from agentic_loop.distill.loop.records import ImproveRound
 from agentic_loop.distill.loop.report import golden_stats, rate_stats, summary_line
 from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.loop.state import STAGES, RoundState, write_json
@@ -178,25 +184,26 @@ class RoundRunner:
 
         baseline, candidate = state.data["model"], state.result("train")["spec"]
         self._start(state, f"gate vs {baseline}")
+        options = self.settings.eval_kwargs()
+        runners = eval_runners(self.settings.eval_arch, options)
         report = evaluate_models(self.backend.gate_model(baseline),
                                  self.backend.gate_model(candidate), self.golden,
-                                 arch=self.settings.eval_arch, plot_path=state.dir / "eval.png",
-                                 **self.settings.eval_kwargs())
-        data = report.to_dict()
-        write_json(state.dir / "eval.json", data)
+                                 runners=runners, plot_path=state.dir / "eval.png", **options)
+        write_json(state.dir / "eval.json", report.to_dict())
+        golden = golden_stats(report, self.golden, pass_score=self.settings.pass_score)
         return {"decision": report.decision.value, "reasons": report.reasons,
-                "golden": golden_stats(data, self.golden, pass_score=self.settings.pass_score),
+                "golden": golden.model_dump(mode="json"),
                 "card_entry": report.card_entry(golden=self.golden_label)}
 
     def _register(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
-        from agentic_loop.distill.loop.pipeline import register_evaluated
+        from agentic_loop.distill.loop.gating import register_evaluated
 
         gate = state.result("gate")
         report = round_report(state, self.settings)
         line = summary_line(report)
-        improve = {"round": state.number, "work_dir": str(self.work), "summary": line,
-                   "pool": report["pool"], "golden": report["golden"], "data": report["data"],
-                   "hint": report["hint"], "threshold": report["threshold"]}
+        parts = report.model_dump(mode="json", include={"pool", "golden", "data", "hint",
+                                                        "threshold"})
+        improve = {"round": state.number, "work_dir": str(self.work), "summary": line, **parts}
         self._start(state, "register")
         baseline = state.data["model"]
         version = register_evaluated(
@@ -226,7 +233,7 @@ def sync_live(registry: Any) -> str:
         return f"not swapped: {type(exc).__name__}: {exc}"
 
 
-def round_report(state: RoundState, settings: ImproveSettings) -> dict[str, Any]:
+def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
     """A round's report from its state: pool and golden pass rates with intervals, counts, time."""
     stages = state.data["stages"]
 
@@ -236,12 +243,13 @@ def round_report(state: RoundState, settings: ImproveSettings) -> dict[str, Any]
     grown, gate = result("grow"), result("gate")
     pool = None
     if grown is not None:
-        pool = {**rate_stats(grown["passed"], grown["samples"]), "tasks": grown["tasks"],
-                "tasks_solved": grown["tasks_solved"], "temperatures": grown["temperatures"]}
+        pool = {**rate_stats(grown["passed"], grown["samples"]).model_dump(),
+                "tasks": grown["tasks"], "tasks_solved": grown["tasks_solved"],
+                "temperatures": grown["temperatures"]}
     hint = result("hint")
     data = result("data")
     train = result("train")
-    return {
+    return ImproveRound.model_validate({
         "round": state.number, "model": state.data.get("model"),
         "from_version": state.data.get("version"), "threshold": state.data.get("threshold"),
         "method": settings.method, "arch": settings.arch, "pool": pool,
@@ -257,4 +265,4 @@ def round_report(state: RoundState, settings: ImproveSettings) -> dict[str, Any]
         "register": result("register"),
         "seconds": state.seconds(),
         "ended": state.data.get("ended"),
-    }
+    })

@@ -46,7 +46,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.errors import ConfigError, StorageError
@@ -205,12 +205,25 @@ class RoundState:
         write_json(self.path, self.data)
 
 
-@dataclass(frozen=True)
-class Watermark:
-    """How far a trajectory-fed pool has read: the newest creation time taken, and its ids."""
+class Watermark(BaseModel):
+    """How far a trajectory-fed pool has read: the newest creation time taken, and its ids.
+
+    A pydantic record; its JSON (``model_dump(mode="json")``, the ids sorted) is
+    the watermark file.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     at: datetime | None = None
     ids: frozenset[str] = frozenset()
+
+    @field_serializer("ids")
+    def _sorted_ids(self, ids: frozenset[str]) -> list[str]:
+        return sorted(ids)
+
+    @field_serializer("at")
+    def _iso_time(self, at: datetime | None) -> str | None:
+        return at.isoformat() if at else None
 
     @classmethod
     def load(cls, path: Path) -> Watermark:
@@ -228,24 +241,20 @@ class Watermark:
             raise ImproveStateError(f"the watermark {path} holds ids that are not a list "
                                     f"({type(ids).__name__}); delete it to read every trajectory "
                                     "again")
-        return cls(at, frozenset(str(i) for i in ids))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (the watermark file and the round's state)."""
-        return {"at": self.at.isoformat() if self.at else None, "ids": sorted(self.ids)}
+        return cls(at=at, ids=frozenset(str(i) for i in ids))
 
     def save(self, path: Path) -> None:
         """Write the watermark atomically."""
-        write_json(path, self.to_dict())
+        write_json(path, self.model_dump(mode="json"))
 
     def is_new(self, trajectory: Trajectory) -> bool:
         """True when ``trajectory`` is past the watermark (not read by an earlier round).
 
         >>> from datetime import timedelta
         >>> t = Trajectory(architecture="a", model_id="m", task="t")
-        >>> Watermark().is_new(t), Watermark(t.created_at, frozenset({t.id})).is_new(t)
+        >>> Watermark().is_new(t), Watermark(at=t.created_at, ids={t.id}).is_new(t)
         (True, False)
-        >>> Watermark(t.created_at - timedelta(seconds=1)).is_new(t)
+        >>> Watermark(at=t.created_at - timedelta(seconds=1)).is_new(t)
         True
         """
         if self.at is None:
@@ -263,4 +272,4 @@ class Watermark:
             return self
         at_newest = {t.id for t in runs if t.created_at == newest}
         ids = at_newest | (set(self.ids) if newest == self.at else set())
-        return Watermark(newest, frozenset(ids))
+        return Watermark(at=newest, ids=frozenset(ids))

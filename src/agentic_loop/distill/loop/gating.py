@@ -1,0 +1,72 @@
+"""The gate-and-register steps a round and the one-shot pipeline share.
+
+Why a module of its own: both :mod:`.round` (a round's gate and register
+stages) and :mod:`.pipeline` (:func:`~.pipeline.distill_loop`) evaluate a
+candidate with the same runners, against the same baseline, and register
+it the same way; kept here, neither imports the other.
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> baseline_spec(SimpleNamespace(current=None), "local")
+    'local'
+    >>> eval_runners(None, {"max_iterations": 2}) is None
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.train.model_card import add_eval
+
+__all__ = ["baseline_spec", "eval_runners", "register_evaluated"]
+
+
+def eval_runners(arch: str | None, options: dict[str, Any]) -> Any:
+    """The gate's runners for ``arch`` (``None``: single-shot only).
+
+    Takes the architecture's keywords (``max_iterations``, ``arch_kwargs``)
+    out of ``options``, the keywords ``evaluate_models`` gets.
+    """
+    max_iterations = options.pop("max_iterations", 2)
+    arch_kwargs = options.pop("arch_kwargs", None)
+    if arch is None:
+        return None
+    from agentic_loop.distill.eval.evaluate import architecture_runner
+
+    return architecture_runner(arch, max_iterations=max_iterations, arch_kwargs=arch_kwargs)
+
+
+def baseline_spec(registry: Any, base: str) -> str:
+    """The model a candidate must beat: the registry's current weights, else ``base``.
+
+    A current LoRA adapter cannot be loaded on its own, so ``base`` stands in for it.
+    """
+    current = registry.current
+    return f"local:{current.path}" if current is not None and not current.adapter else base
+
+
+def register_evaluated(registry: Any, model_dir: str | os.PathLike[str], summary: dict[str, Any],
+                       *, baseline: str, notes: str | None = None, reason: str | None = None,
+                       gate: dict[str, Any] | None = None) -> Any:
+    """Append an evaluation to the model's card, register it, promote it when it says PROMOTE.
+
+    ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds);
+    ``gate`` adds to the gate fields of the promote line in the audit log.
+    A model already registered (a step re-run after a crash, or after its
+    round's state was lost: the same weights, by content digest) is not
+    registered again: its version is promoted, or not, as the evaluation says.
+    """
+    folder = Path(model_dir).expanduser()
+    version = registry.registered(folder)
+    if version is None:
+        add_eval(folder, summary)
+        version = registry.register(folder, notes=notes)
+    if summary["decision"] == Decision.PROMOTE.value:
+        fields = {k: summary.get(k) for k in ("decision", "single_shot", "architecture")}
+        registry.promote(version.version, reason=reason or f"gate PROMOTE vs {baseline}",
+                         gate={**fields, **(gate or {})})
+    return version

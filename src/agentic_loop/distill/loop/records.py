@@ -1,0 +1,196 @@
+"""The improve loop's records: what a round reports and what a run returns, as pydantic models.
+
+Why typed: a round's report is read by the stop rules, the curve, the CLI's
+table, the demo, the model card and the audit log; as a ``dict[str, Any]``
+each reader re-learned its keys (and a typo read ``None``). These models are
+the one description of ``round-NNN/report.json`` and of each entry of
+``improve.json``'s ``rounds``; their JSON (``model_dump(mode="json")``) is
+the shape those files always had, so a file written by an earlier version
+loads with ``model_validate``.
+
+Names: an *improve round* (:class:`ImproveRound`, one pass of grow, hint,
+data, train, gate, register) is not a critique round of a run
+(:class:`agentic_loop.trajectories.Round`); the round's *data gate* is the
+export's score threshold and PII gate, its *release gate* the
+:func:`~agentic_loop.distill.eval.gate.gate` decision (PROMOTE, ROLLBACK,
+MANUAL_REVIEW) recorded as ``decision``.
+
+Example:
+    >>> r = ImproveRound(round=1, decision="PROMOTE",
+    ...                 golden=GoldenStats.of(baseline=(1, 4), candidate=(3, 4)))
+    >>> r.golden.candidate.pass_rate, r.decision
+    (0.75, <Decision.PROMOTE: 'PROMOTE'>)
+    >>> ImproveRound.model_validate(r.model_dump(mode="json")) == r
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, InstanceOf
+
+from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.eval.stats import t_interval, wilson
+from agentic_loop.distill.loop.settings import ImproveSettings
+
+__all__ = ["DataCounts", "GoldenRate", "GoldenStats", "HintCounts", "ImproveResult",
+           "MeanScore", "PoolRate", "Rate", "Registration", "ImproveRound", "StopCode",
+           "TrainSummary"]
+
+#: Why an improve run stopped: the round budget, a plateau, a regression (the release
+#: gate said ROLLBACK), a round with nothing to train on, no new task in the logs.
+StopCode = Literal["rounds", "plateau", "regression", "no_data", "no_new_tasks"]
+
+
+class Rate(BaseModel):
+    """A pass rate with its counts and 95% Wilson interval.
+
+    >>> Rate.of(3, 4).pass_rate, Rate.of(0, 0).pass_rate
+    (0.75, None)
+    """
+
+    n: int
+    passed: int
+    pass_rate: float | None
+    interval: list[float]
+
+    @classmethod
+    def of(cls, passed: int, total: int) -> Rate:
+        """``passed`` of ``total`` (no rate for none)."""
+        return cls(n=total, passed=passed, pass_rate=passed / total if total else None,
+                   interval=list(wilson(passed, total)))
+
+
+class MeanScore(BaseModel):
+    """A mean score with its 95% Student-t interval (the mean itself when n < 2)."""
+
+    n: int
+    mean: float | None
+    interval: list[float] | None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> MeanScore:
+        """The mean of ``values`` (none for no values)."""
+        n = len(values)
+        if n == 0:
+            return cls(n=0, mean=None, interval=None)
+        mean = sum(values) / n
+        interval = t_interval(values)
+        return cls(n=n, mean=mean, interval=list(interval) if interval else [mean, mean])
+
+
+class PoolRate(Rate):
+    """The round's samples over its pool: their pass rate, tasks solved, temperatures."""
+
+    tasks: int
+    tasks_solved: int
+    temperatures: list[float]
+
+
+class GoldenRate(Rate):
+    """One model's pass rate on the golden set, and its mean score."""
+
+    score: MeanScore
+
+    @classmethod
+    def of_scores(cls, passed: int, total: int, scores: Sequence[float] = ()) -> GoldenRate:
+        """``passed`` of ``total`` golden tasks, with the mean of ``scores``."""
+        return cls(**Rate.of(passed, total).model_dump(), score=MeanScore.of(scores))
+
+
+class GoldenStats(BaseModel):
+    """Both models on the golden set: what the release gate compared, as pass rates."""
+
+    tasks: int
+    baseline: GoldenRate
+    candidate: GoldenRate
+
+    @classmethod
+    def of(cls, *, baseline: tuple[int, int], candidate: tuple[int, int]) -> GoldenStats:
+        """From ``(passed, total)`` pairs (no scores): for examples and tests."""
+        return cls(tasks=baseline[1], baseline=GoldenRate.of_scores(*baseline),
+                   candidate=GoldenRate.of_scores(*candidate))
+
+
+class HintCounts(BaseModel):
+    """Tasks retried with the verifier's hint, and the hinted answers accepted."""
+
+    retried: int
+    accepted: int
+
+
+class DataCounts(BaseModel):
+    """What the round's data gate let through: accepted and hinted runs, rows and pairs."""
+
+    accepted: int = 0
+    hinted: int = 0
+    sft_rows: int = 0
+    pairs: int = 0
+    prompts: int | None = None
+
+
+class TrainSummary(BaseModel):
+    """Where the candidate went, and how training went."""
+
+    model_dir: str
+    steps: int
+    loss: float | None = None
+
+
+class Registration(BaseModel):
+    """The registered version, whether the release gate promoted it, what the live swap said."""
+
+    version: str
+    promoted: bool
+    live: str | None = None
+
+
+class ImproveRound(BaseModel):
+    """One improve round (``round-NNN/report.json``): rates with intervals, counts, time.
+
+    ``registration`` is ``register`` in the JSON (a pydantic model's own
+    ``register`` is taken).
+    """
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    round: int
+    model: str | None = None
+    from_version: str | None = None
+    threshold: float | None = None
+    method: str | None = None
+    arch: str | None = None
+    pool: PoolRate | None = None
+    hint: HintCounts | None = None
+    data: DataCounts | None = None
+    train: TrainSummary | None = None
+    golden: GoldenStats | None = None
+    decision: Decision | None = None
+    reasons: list[str] = Field(default_factory=list)
+    registration: Registration | None = Field(
+        default=None, validation_alias=AliasChoices("registration", "register"),
+        serialization_alias="register")
+    seconds: dict[str, float] = Field(default_factory=dict)
+    ended: str | None = None
+
+
+class ImproveResult(BaseModel):
+    """What an improve run did: each round's report, why it stopped, what serves now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    work_dir: Path
+    reports: list[ImproveRound]
+    stopped: StopCode
+    reason: str
+    current: str | None
+    plot: Path | None = None
+    settings: InstanceOf[ImproveSettings] = Field(default_factory=ImproveSettings)
+
+    @property
+    def versions(self) -> list[str]:
+        """The versions the rounds registered, in order."""
+        return [r.registration.version for r in self.reports if r.registration is not None]
