@@ -270,3 +270,28 @@ def test_a_store_write_embeds_in_batches_and_gates_duplicates_within_it() -> Non
     assert max(emb.calls) == len(records)  # the 22 new outputs (the stored one is cached)
     assert outputs(store, ("archive", "batch")) == sorted(
         ["Warm bread daily."] + [f"Shop {i} sells fine goods {i}." for i in range(20)])
+
+
+@pytest.mark.parametrize("backend", ["collection", "store"])
+def test_both_backends_apply_the_one_accept_rule(tmp_path: Path, backend: str) -> None:
+    """One memory policy (agentic_loop.memory.policy): the local collection and a store view
+    decide a write the same way: another version of an id in the same batch replaces it (and
+    keeps its created_at), it is never its own duplicate, and a near-copy of another record's
+    output is a duplicate of that record."""
+    memory: Any = (Archive(tmp_path, "t", embedder=EMB) if backend == "collection"
+                   else StoreMemory(indexed_store(), ("archive", "t"), Archive.record_type))
+    results = memory.add_many([
+        {"id": "x", "task": "Tagline for a bakery", "output": "Warm bread daily."},
+        {"id": "y", "task": "Tagline for a fishmonger", "output": "Fresh fish every morning."},
+        {"id": "x", "task": "Tagline for a bakery", "output": "Warm bread daily!"},
+        {"id": "z", "task": "Tagline for a fish shop", "output": "Fresh fish every morning!"},
+    ])
+    assert [r.status for r in results] == ["added", "added", "replaced", "duplicate"]
+    assert results[2].entry.created_at == results[0].entry.created_at
+    assert results[3].duplicate_of is not None and results[3].duplicate_of.id == "y"
+    stored = {h.entry.id: h.entry for h in memory.search("Tagline for a fishmonger", k=3)}
+    again = memory.add_many([{"id": "y", "task": "Tagline for a fishmonger",
+                              "output": "Fresh fish every morning."}])[0]
+    assert again.status == "replaced" and again.entry.created_at == stored["y"].created_at
+    hits = memory.search("Tagline for a bakery", k=2, min_score=0.3)
+    assert [h.entry.id for h in hits][:1] == ["x"] and hits[0].entry.output == "Warm bread daily!"

@@ -5,7 +5,11 @@ searched by task similarity, safe against crashes and shared between
 processes. :class:`ArchiveStore` exposes them as a LangGraph store (the
 architectures' default); :func:`open_memory` applies the same policy
 (:class:`StoreMemory`) in any LangGraph store, such as a ``PostgresStore``
-built with :func:`store_index`;
+built with :func:`store_index`. That policy (ranking with a minimum
+similarity and MMR, the near-duplicate gate, the embedder guard) is
+written once, in :mod:`agentic_loop.memory.policy`; the local collection
+(:mod:`~agentic_loop.memory.collection`) and the store adapter
+(:mod:`~agentic_loop.memory.store`) only supply its primitives;
 :func:`read_collections` reads their records without opening them (no
 embedder, nothing written), for exports.
 

@@ -9,9 +9,10 @@ into an in-memory view (:mod:`.replay`), derives vector indexes from it
 :mod:`.base` keeps the open state in step with the disk, and
 :mod:`.record_collection` adds the operations (add with the
 near-duplicate gate, search, delete, compact; :mod:`.prune` chooses what a
-prune keeps). :mod:`.snapshot` reads collections without opening them
+prune keeps), as FAISS primitives under the one memory policy
+(:mod:`agentic_loop.memory.policy`). :mod:`.snapshot` reads collections without opening them
 (exports, forget), :mod:`.slots` lets an architecture take a collection or
-a path. The policy over any LangGraph store lives in
+a path. The store backend (any LangGraph store) lives in
 :mod:`agentic_loop.memory.store`.
 
 Example:

@@ -6,6 +6,9 @@ confident nonsense. ``meta.json`` records the embedder's name and dimension
 opening it with another embedder is refused unless re-embedding is asked for
 (:func:`open_meta`), and an embedder that reuses a name for another
 dimension is caught before its first vector is compared (:func:`check_dim`).
+The comparison is the memory policy's embedder guard
+(:func:`agentic_loop.memory.policy.check_embedder`), shared with the store
+backend, which records the embedder in the store instead.
 
 Example:
     >>> import tempfile, pathlib
@@ -41,7 +44,8 @@ from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
 from agentic_loop.memory.collection.layout import ENTRIES, META, remove_index_files
 from agentic_loop.memory.embeddings import TextEmbedder
-from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError, EmbedderMismatchError
+from agentic_loop.memory.errors import ArchiveCorruptedError, ArchiveError
+from agentic_loop.memory.policy import check_embedder
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -127,15 +131,16 @@ def open_meta(
             f"{directory} holds a {meta.kind!r} collection (see {meta_path}), not a {kind!r} "
             "one; open it with the matching class, or use another folder or namespace"
         )
-    if meta.embedder == name:
-        return meta, False
-    if not reembed:
-        raise EmbedderMismatchError(
-            f"the {kind} at {directory} was built with the embedder {meta.embedder!r} "
-            f"(dim {meta.dim}), but it was opened with {name!r}; open it with the same "
+    built: CollectionMeta = meta
+    if not reembed:  # the dimension is checked later (check_dim): asking may load a model
+        check_embedder((built.embedder, built.dim), (name, None), mismatch=lambda: (
+            f"the {kind} at {directory} was built with the embedder {built.embedder!r} "
+            f"(dim {built.dim}), but it was opened with {name!r}; open it with the same "
             f"embedder, or pass reembed=True to re-embed every record with {name!r} "
             f"(recorded in {meta_path})"
-        )
+        ))
+    if meta.embedder == name:
+        return meta, False
     meta = CollectionMeta(kind=kind, embedder=name, dim=embedder.dim, created_at=meta.created_at)
     remove_index_files(directory)
     write_meta(meta_path, meta)
@@ -145,13 +150,12 @@ def open_meta(
 def check_dim(meta: CollectionMeta, embedder: TextEmbedder, directory: Path) -> None:
     """Refuse an ``embedder`` that shares the stored embedder's name but not its dimension."""
     dim = embedder.dim
-    if dim != meta.dim:
-        raise EmbedderMismatchError(
-            f"the {meta.kind} at {directory} holds {meta.dim}-dimensional vectors from "
-            f"{meta.embedder!r}, but the embedder given under that name makes "
-            f"{dim}-dimensional ones; it is a different model: give it its own name, or pass "
-            "reembed=True"
-        )
+    check_embedder((meta.embedder, meta.dim), (meta.embedder, dim), mismatch=lambda: (
+        f"the {meta.kind} at {directory} holds {meta.dim}-dimensional vectors from "
+        f"{meta.embedder!r}, but the embedder given under that name makes "
+        f"{dim}-dimensional ones; it is a different model: give it its own name, or pass "
+        "reembed=True"
+    ))
 
 
 def collection_dirs(root: Path, kind: str, *, skip_corrupted: bool = False) -> list[Path]:

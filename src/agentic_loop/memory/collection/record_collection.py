@@ -19,7 +19,10 @@ does that once:
   when nothing changed), so several workers can share one collection.
 
 :class:`~agentic_loop.memory.collection.base.CollectionBase` holds the open folder and
-keeps the in-memory view in step; this module adds the operations.
+keeps the in-memory view in step; this module adds the operations, as the
+primitives (FAISS nearest rows, stored vectors, the current version of an
+id) of the one memory policy, :mod:`agentic_loop.memory.policy`, which
+decides what a search returns and what an add accepts.
 Subclasses choose the record type and expose a friendly API; see
 :class:`~agentic_loop.memory.archive.Archive`.
 
@@ -50,17 +53,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import ValidationError
 
-from agentic_loop.clock import utc_now
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import LogRead, write_jsonl
 from agentic_loop.memory.collection.base import CollectionBase
 from agentic_loop.memory.collection.index_files import Indexes
 from agentic_loop.memory.collection.prune import PruneResult
-from agentic_loop.memory.dedup import find_duplicate
-from agentic_loop.memory.mmr import mmr_select
-from agentic_loop.memory.ranking import check_search_args, ranked
+from agentic_loop.memory.policy import (
+    admit,
+    check_search,
+    check_search_args,
+    coerce_records,
+    pool_size,
+    select,
+)
+from agentic_loop.memory.ranking import ranked
 from agentic_loop.memory.records import AddResult, MemoryRecord, SearchHit, Tombstone
 
 __all__ = ["RecordCollection"]
@@ -120,11 +127,7 @@ class RecordCollection(CollectionBase[R]):
         lambda in [0, 1]) re-ranks for variety with Maximal Marginal
         Relevance. ``where`` keeps only records it returns true for.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigError(
-                f"search() needs a non-empty query string, got {query!r:.80}; pass the task text"
-            )
-        check_search_args(k, min_score, mmr)
+        check_search(query, k, min_score, mmr)
         if len(self) == 0:  # nothing to find: spare loading the embedding model
             return []
         vector = self.embed([query])[0]
@@ -151,13 +154,11 @@ class RecordCollection(CollectionBase[R]):
             def accept(row: int) -> bool:
                 return self._replay.is_live(row) and (where is None or where(rows[row]))
 
-            if mmr is None:
-                hits = ranked(indexes.tasks, query, k, accept, min_score)
-            else:
-                pool = ranked(indexes.tasks, query, max(4 * k, 20), accept, min_score)
-                pool_rows = [row for row, _ in pool]
-                order = mmr_select(query, indexes.tasks.reconstruct(pool_rows), k, float(mmr))
-                hits = [pool[i] for i in order]
+            def vectors(pool: list[int]) -> tuple[np.ndarray, np.ndarray]:
+                return query, indexes.tasks.reconstruct(pool)
+
+            pool = ranked(indexes.tasks, query, pool_size(k, mmr), accept, min_score)
+            hits = select(pool, k, min_score=min_score, mmr=mmr, vectors=vectors)
             found = [SearchHit(rows[row], float(sim)) for row, sim in hits]
             self._save_indexes()
         return found
@@ -201,21 +202,8 @@ class RecordCollection(CollectionBase[R]):
         ``dedup`` (and a ``dedup_threshold``), a record too close to a stored
         one, or to an earlier one of the same batch, is rejected.
         """
-        items = [self._coerce(i, r) for i, r in enumerate(records)]
-        return self._add_records(items, dedup=dedup)
-
-    def _coerce(self, position: int, item: Any) -> R:
-        if isinstance(item, self.record_type):
-            return item  # type: ignore[return-value]
-        if isinstance(item, Mapping):
-            try:
-                return self.record_type.model_validate(item)  # type: ignore[return-value]
-            except ValidationError as exc:
-                raise ConfigError(f"{self.kind} record {position} is invalid: {exc}") from exc
-        raise ConfigError(
-            f"{self.kind} record {position} is a {type(item).__name__}; pass "
-            f"{self.record_type.__name__} objects or dicts with its fields"
-        )
+        items = coerce_records(self.record_type, self.kind, records)
+        return self._add_records(items, dedup=dedup)  # type: ignore[arg-type]
 
     def _add_records(self, records: Sequence[R], *, dedup: bool) -> list[AddResult[R]]:
         """Store records (new ids added, known ids replaced), rejecting near-duplicates."""
@@ -228,39 +216,33 @@ class RecordCollection(CollectionBase[R]):
         vectors = self.embed(texts)
         task_vecs = vectors[:n]
         out_vecs = vectors[n:] if self._keeps_outputs else None
-        threshold = self.dedup_threshold if self.dedup_threshold is not None else 1.0
-        results: list[AddResult[R]] = []
-        accepted: list[R] = []
-        accepted_pos: list[int] = []
         with self._mutex, self._log.locked():
             self._refresh()
             indexes = self._ensure_indexes()
-            pending: dict[str, R] = {}
-            now = utc_now()
-            for i, record in enumerate(records):
-                previous = pending.get(record.id) or self._replay.current(record.id)
-                if previous is not None:
-                    record = record.model_copy(
-                        update={"created_at": previous.created_at, "updated_at": now}
-                    )
-                if dedup and out_vecs is not None and indexes.outputs is not None:
-                    duplicate = find_duplicate(
-                        indexes.outputs,
-                        self._replay,
-                        out_vecs,
-                        i,
-                        record,
-                        accepted,
-                        accepted_pos,
-                        threshold=threshold,
-                    )
-                    if duplicate is not None:
-                        results.append(AddResult("duplicate", record, *duplicate))
-                        continue
-                results.append(AddResult("added" if previous is None else "replaced", record))
-                accepted.append(record)
-                accepted_pos.append(i)
-                pending[record.id] = record
+            stored_outputs = indexes.outputs
+            gate = dedup and out_vecs is not None and stored_outputs is not None
+            rows = self._replay.rows
+            threshold = self.dedup_threshold if self.dedup_threshold is not None else 1.0
+
+            def stored_near(i: int, record: R) -> list[tuple[R, float]]:
+                assert out_vecs is not None and stored_outputs is not None
+                hits = ranked(
+                    stored_outputs,
+                    out_vecs[i],
+                    1,
+                    lambda row: self._replay.is_live(row) and rows[row].id != record.id,
+                    threshold,
+                )
+                return [(rows[row], float(sim)) for row, sim in hits]
+
+            results, accepted_pos = admit(
+                records,
+                previous=lambda i, record: self._replay.current(record.id),
+                threshold=threshold if gate else None,
+                out_vecs=out_vecs,
+                stored_near=stored_near,
+            )
+            accepted = [results[i].entry for i in accepted_pos]
             if accepted:
                 self._log.append_many(accepted, consume=True)
                 self._apply(LogRead(list(accepted)))

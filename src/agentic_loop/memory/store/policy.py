@@ -1,12 +1,15 @@
-"""Memory policy over any LangGraph store: what Archive and ReflexionMemory do, in a namespace.
+"""Memory over any LangGraph store: what Archive and ReflexionMemory do, in a namespace.
 
 Why: the architectures read and write memory through the graph's store,
 so the same run keeps its exemplars in the local archive, in an
 ``InMemoryStore`` or in a ``PostgresStore`` shared by many workers. The
-policy must not change with the backend: search by task similarity with a
+policy must not change with the backend (search by task similarity with a
 minimum similarity and MMR for variety, a near-duplicate gate on outputs,
-and a guard against mixing embedders. :func:`open_memory` gives the
-architectures one object with that policy for any store:
+a guard against mixing embedders), so it is written once, in
+:mod:`agentic_loop.memory.policy`; this module is the store backend's
+primitives under it (the store's vector search, get and put, embedding
+with the store's embeddings). :func:`open_memory` gives the architectures
+one object with that policy for any store:
 
 * over an :class:`~agentic_loop.memory.store.archive_store.ArchiveStore` (the local
   default), the :class:`~agentic_loop.memory.Archive` or
@@ -51,13 +54,18 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, GetOp, PutOp, SearchItem, SearchOp
-from pydantic import ValidationError
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.embeddings import Embedder, normalize_rows
-from agentic_loop.memory.errors import ArchiveError, EmbedderMismatchError
-from agentic_loop.memory.mmr import mmr_select
-from agentic_loop.memory.ranking import check_search_args
+from agentic_loop.memory.errors import ArchiveError
+from agentic_loop.memory.policy import (
+    admit,
+    check_embedder,
+    check_search,
+    coerce_records,
+    pool_size,
+    select,
+)
 from agentic_loop.memory.records import RECORD_TYPES, AddResult, MemoryRecord, SearchHit
 from agentic_loop.memory.store.archive_store import ArchiveStore
 from agentic_loop.memory.store.index import StoreEmbeddings, store_embedder
@@ -146,22 +154,18 @@ class StoreMemory(Generic[R]):
         ``min_score`` drops hits below that cosine similarity; ``mmr`` (a
         lambda in [0, 1]) re-ranks a wider pool for variety.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigError(
-                f"search() needs a non-empty query string, got {query!r:.80}; pass the task text"
-            )
-        check_search_args(k, min_score, mmr)
+        check_search(query, k, min_score, mmr)
         self._check_embedder()
-        pool = k if mmr is None else max(4 * k, 20)
-        hits = [
-            SearchHit(self._record(item), float(score))
-            for item, score in self._ranked(query, pool)
-            if min_score is None or score >= min_score
-        ]
-        if mmr is not None and len(hits) > 1:
-            vectors = self._embed([query, *(h.entry.search_text() for h in hits)])
-            hits = [hits[i] for i in mmr_select(vectors[0], vectors[1:], k, float(mmr))]
-        return hits[:k]
+        pool = [(self._record(item), score) for item, score in
+                self._ranked(query, pool_size(k, mmr))
+                if min_score is None or score >= min_score]
+
+        def vectors(records: list[R]) -> tuple[np.ndarray, np.ndarray]:
+            rows = self._embed([query, *(r.search_text() for r in records)])
+            return rows[0], rows[1:]
+
+        hits = select(pool, k, min_score=min_score, mmr=mmr, vectors=vectors)
+        return [SearchHit(record, score) for record, score in hits]
 
     def add_many(
         self, records: Iterable[R | Mapping[str, Any]], *, dedup: bool = True
@@ -173,7 +177,7 @@ class StoreMemory(Generic[R]):
         ``dedup`` (and a threshold), an output too close to a stored one, or
         to an earlier one of the batch, is rejected as ``"duplicate"``.
         """
-        items = [self._coerce(i, r) for i, r in enumerate(records)]
+        items = coerce_records(self.record_type, self.kind, records)
         if not items:
             return []
         self._check_embedder()
@@ -181,16 +185,27 @@ class StoreMemory(Generic[R]):
         gate = dedup and self.dedup_threshold is not None
         neighbours = self._neighbours(items) if gate else []
         vectors = self._dedup_vectors(items, neighbours) if gate else {}
-        results: list[AddResult[R]] = []
-        accepted: list[R] = []
-        for i, (record, stored) in enumerate(zip(items, present)):
-            if gate:
-                duplicate = self._duplicate(record, [*neighbours[i], *accepted], vectors)
-                if duplicate is not None:
-                    results.append(AddResult("duplicate", record, *duplicate))
-                    continue
-            results.append(AddResult("added" if stored is None else "replaced", record))
-            accepted.append(record)
+        out_vecs = np.stack([vectors[r.dedup_text() or ""] for r in items]) if gate else None
+
+        def stored_near(i: int, record: R) -> list[tuple[R, float]]:
+            pool = neighbours[i]
+            if not pool or out_vecs is None:
+                return []
+            sims = np.stack([vectors[n.dedup_text() or ""] for n in pool]) @ out_vecs[i]
+            return list(zip(pool, (float(s) for s in sims)))
+
+        def previous(i: int, record: R) -> R | None:
+            stored = present[i]
+            return None if stored is None else self._record(stored)  # type: ignore[arg-type]
+
+        results, positions = admit(
+            items,
+            previous=previous,
+            threshold=self.dedup_threshold if gate else None,
+            out_vecs=out_vecs,
+            stored_near=stored_near,
+        )
+        accepted = [results[i].entry for i in positions]
         if accepted and not self._recorded:  # before the first write: `forget` must find it
             self._recorded = True
             record_store(self.store, what=f"{self.kind} memory store")
@@ -233,22 +248,6 @@ class StoreMemory(Generic[R]):
         unique = list(dict.fromkeys(texts))
         return dict(zip(unique, self._embed(unique))) if unique else {}
 
-    def _duplicate(
-        self, record: R, pool: list[R], vectors: dict[str, np.ndarray]
-    ) -> tuple[R, float] | None:
-        """The closest record of ``pool`` (stored neighbours, then records accepted earlier in
-        the batch) whose output reaches the threshold."""
-        assert self.dedup_threshold is not None
-        candidates = [r for r in pool if r.id != record.id]
-        if not candidates:
-            return None
-        vector = vectors[record.dedup_text() or ""]
-        sims = np.stack([vectors[r.dedup_text() or ""] for r in candidates]) @ vector
-        best = int(np.argmax(sims))
-        if sims[best] >= self.dedup_threshold:
-            return candidates[best], float(sims[best])
-        return None
-
     def _embed(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
@@ -276,19 +275,6 @@ class StoreMemory(Generic[R]):
                 "remove it, or keep memory in a namespace of its own"
             ) from exc
 
-    def _coerce(self, position: int, item: Any) -> R:
-        if isinstance(item, self.record_type):
-            return item
-        if isinstance(item, Mapping):
-            try:
-                return self.record_type.model_validate(item)
-            except ValidationError as exc:
-                raise ConfigError(f"{self.kind} record {position} is invalid: {exc}") from exc
-        raise ConfigError(
-            f"{self.kind} record {position} is a {type(item).__name__}; pass "
-            f"{self.record_type.__name__} objects or dicts with its fields"
-        )
-
     def _check_embedder(self) -> None:
         """Refuse a store that embeds with another model than the one that wrote here."""
         if self._embedder_checked:
@@ -301,14 +287,14 @@ class StoreMemory(Generic[R]):
             if found is None:
                 value = {"kind": self.kind, "embedder": name, "dims": dims}
                 self.store.put(meta_ns, "embedder", value, index=False)
-            elif (found.value.get("embedder"), found.value.get("dims")) != (name, dims):
-                raise EmbedderMismatchError(
+            else:
+                recorded = (found.value.get("embedder"), found.value.get("dims"))
+                check_embedder(recorded, (name, dims), mismatch=lambda: (
                     f"the {self.kind} in {self.namespace} of the {type(self.store).__name__} was "
-                    f"written with the embedder {found.value.get('embedder')!r} (dim "
-                    f"{found.value.get('dims')}), but the store embeds with {name!r} (dim "
-                    f"{dims}); build the store's index with the embedder that wrote it, or use "
-                    "another namespace"
-                )
+                    f"written with the embedder {recorded[0]!r} (dim {recorded[1]}), but the "
+                    f"store embeds with {name!r} (dim {dims}); build the store's index with the "
+                    "embedder that wrote it, or use another namespace"
+                ))
         self._embedder_checked = True
 
 
