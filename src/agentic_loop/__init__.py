@@ -6,8 +6,12 @@ they accept so later tasks start from similar good examples. At training
 time, the logged trajectories are filtered, turned into SFT and preference
 data, distilled into the weights, gated against a golden set and served back.
 
-Names are imported lazily, so ``import agentic_loop`` (and the CLI's
-``--help``) stays fast and loads torch only when a model is needed.
+Both loops' main verbs are here: ``run`` an architecture
+(:func:`create_architecture`), :func:`export_datasets`, :func:`train`,
+:func:`evaluate_models` and :func:`gate`, the :class:`Registry`, and
+:func:`improve` (rounds of all of it). Names are imported lazily, so
+``import agentic_loop`` (and the CLI's ``--help``) stays fast and loads
+torch only when a model is needed.
 
 Example:
     >>> import agentic_loop
@@ -15,6 +19,8 @@ Example:
     '0.1.0'
     >>> callable(agentic_loop.load_chat_model)
     True
+    >>> agentic_loop.TrainSettings(method="sft+dpo").stages
+    ('sft', 'dpo')
 """
 
 from __future__ import annotations
@@ -49,6 +55,12 @@ _EXPORTS: dict[str, str] = {
     **{name: "agentic_loop.distill" for name in (
         "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError",
         "forget_user", "enforce_retention", "withdraw_consent", "ForgetReport")},
+    # the training side's verbs: data -> train -> eval (gate) -> release (registry), improve
+    **{name: "agentic_loop.distill.train" for name in ("train", "TrainSettings", "TrainResult")},
+    **{name: "agentic_loop.distill.eval" for name in (
+        "evaluate_models", "EvalReport", "gate", "release_gate")},
+    "Registry": "agentic_loop.distill.release",
+    "improve": "agentic_loop.distill.loop",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentic_loop.architectures import task_rubric
+from agentic_loop.judges import rubric_for_task
 from agentic_loop.tasks.spec import load_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -25,7 +25,7 @@ def test_the_example_golden_set_loads_and_every_task_can_pass() -> None:
     tasks = load_tasks(EXAMPLES / "golden.jsonl")
     assert [t.id for t in tasks] == list(PASSING)
     for spec in tasks:
-        rubric = spec.rubric() if spec.constraints else task_rubric(spec.task)
+        rubric = spec.rubric() if spec.constraints else rubric_for_task(spec.task)
         checks = {f.name: f.run_check(spec.task, PASSING[spec.id]) for f in rubric.check_features}
         failed = {n: r for n, r in checks.items() if rubric[n].credit(r.value) < 1.0}
         assert failed == {}, (spec.id, failed)

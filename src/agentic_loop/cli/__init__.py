@@ -32,8 +32,8 @@ app = typer.Typer(
 )
 
 #: Command modules, imported so they register their commands on ``app``.
-COMMAND_MODULES = ("run", "archive", "export", "distill", "release", "serve", "demo", "forget",
-                   "improve", "monitor")
+COMMAND_MODULES = ("run", "archive", "export", "train", "distill", "registry", "release", "serve",
+                   "demo", "forget", "improve", "monitor")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"agentic_loop.cli.{_name}")

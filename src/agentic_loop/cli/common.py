@@ -1,4 +1,5 @@
-"""What every CLI command shares: the one error handler, the consoles, the progress bar.
+"""What every CLI command shares: the one error handler, the consoles, the progress bar,
+help that shows a value's type only where a value is taken, and the deprecation notice.
 
 Errors: a command never catches the package's errors itself. Anything it
 raises that derives from :class:`~agentic_loop.errors.AgenticLoopError`
@@ -25,10 +26,16 @@ Example:
     (2, 'error: --n must be at least 1, got 0\\n')
     >>> describe_os_error(PermissionError(13, "Permission denied", "/data/x"))  # doctest: +ELLIPSIS
     'cannot use /data/x: permission denied; check that it exists, is ... and its permissions'
+
+Help: an on/off flag (``--lora``, ``--resume/--no-resume``) takes no value,
+so its help row shows no ``<bool>`` type beside it (:func:`hide_flag_types`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import typer
@@ -39,7 +46,8 @@ from typer.core import TyperGroup
 from agentic_loop.errors import AgenticLoopError
 from agentic_loop.progress import progress_bar as package_progress_bar
 
-__all__ = ["AgenticLoopGroup", "console", "describe_os_error", "err_console", "progress_bar"]
+__all__ = ["AgenticLoopGroup", "console", "deprecated", "deprecated_alias", "describe_os_error",
+           "err_console", "hide_flag_types", "progress_bar"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -56,6 +64,10 @@ class AgenticLoopGroup(TyperGroup):
     and for ``CliRunner().invoke(app, ...)`` alike.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        hide_flag_types([self])
+
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
         try:
             return super().invoke(ctx)
@@ -67,6 +79,52 @@ class AgenticLoopGroup(TyperGroup):
         except OSError as exc:
             typer.echo(f"error: {describe_os_error(exc)}", err=True)
             raise typer.Exit(USER_ERROR_EXIT) from None
+
+
+def hide_flag_types(commands: Iterable[Any]) -> None:
+    """Show no ``<bool>`` beside on/off flags in help, in ``commands`` and their sub-commands.
+
+    Typer's help prints every option's type; a flag takes no value, and
+    ``--lora <bool>`` reads as if it needed one. An empty metavar hides it
+    (a flag never parses a value, so nothing else reads it).
+    """
+    for command in commands:
+        for param in getattr(command, "params", ()):
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        command.get_help_option = _flag_help_option(command.get_help_option)
+        hide_flag_types(getattr(command, "commands", {}).values())
+
+
+def _flag_help_option(get_help_option: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``--help`` is made on demand (click's ``get_help_option``): hide its type there."""
+
+    def wrapped(ctx: Any) -> Any:
+        option = get_help_option(ctx)
+        if option is not None and option.metavar is None:
+            option.metavar = ""
+        return option
+
+    return wrapped
+
+
+def deprecated(new: str) -> None:
+    """Say on stderr that an old spelling runs for one more release, and what replaces it."""
+    typer.echo(f"deprecated: use `agentic-loop {new}`; this spelling goes in the next release",
+               err=True)
+
+
+def deprecated_alias(command: Callable[..., None], new: str) -> Callable[..., None]:
+    """``command`` under its old name: same options, a :func:`deprecated` line first."""
+
+    @functools.wraps(command)
+    def alias(*args: Any, **kwargs: Any) -> None:
+        deprecated(new)
+        command(*args, **kwargs)
+
+    alias.__doc__ = (f"Deprecated: use `agentic-loop {new}` (this spelling goes in the next "
+                     f"release).\n\n{inspect.cleandoc(command.__doc__ or '')}")
+    return alias
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -2,12 +2,9 @@
 
 Two forms:
 
-* ``--data DIR``: train on a dataset ``agentic-loop export`` wrote (TRL SFT,
-  DPO or SFT then DPO; LoRA or full) and write the model and its card to ``--out``.
-  ``--method grpo`` trains online on tasks instead (``--data`` a task file or
-  an export folder), each task's locked rubric as the reward; ``--dry-run``
-  prints the TRL arguments and the (``accelerate launch``) command it would
-  run on this machine, and trains nothing.
+* ``--data DIR``: deprecated, ``agentic-loop train`` (:mod:`agentic_loop.cli.train`)
+  with the same flags and more; it still runs for one release, with a
+  ``deprecated: use agentic-loop train`` line on stderr.
 * ``--from-trajectories PATH``: the training loop in one command: export,
   train, evaluate against the registry's current model on ``--golden``,
   register, and promote when the gate passes.
@@ -26,18 +23,15 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console
+from agentic_loop.cli.common import console, deprecated
+from agentic_loop.cli.train import grpo_options, print_training, run_training
 from agentic_loop.errors import ConfigError
-
-if TYPE_CHECKING:
-    from agentic_loop.distill.train import TrainResult
 
 __all__ = ["distill_command"]
 
@@ -48,8 +42,8 @@ def distill_command(
         "--out", "-o",
         help="Model folder (--data), or the loop's work folder (data/, model/, eval.*).")],
     data: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
-        "--data", help="A dataset folder written by `agentic-loop export` (grpo: or a task "
-                       "file).")] = None,
+        "--data", help="Deprecated: `agentic-loop train --data` (same flags and more).")
+    ] = None,
     from_trajectories: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
         "--from-trajectories",
         help="Run the whole loop from TrajectoryLog folders or .jsonl files (repeat for "
@@ -124,11 +118,9 @@ def distill_command(
 
     Examples:
 
-        agentic-loop distill --data data/distill --method sft+dpo --lora --out runs/m1
-
         agentic-loop distill --from-trajectories data/trajectories --golden g.jsonl --out runs/l1
 
-        agentic-loop distill --data tasks.jsonl --method grpo --lora --out runs/g1
+        (--data is deprecated: agentic-loop train --data data/distill --out runs/m1)
     """
     if (data is None) == (not from_trajectories):
         raise ConfigError("pass exactly one of --data DIR (train on an export) and "
@@ -140,27 +132,24 @@ def distill_command(
                                "beta": beta, "learning_rate": learning_rate,
                                "batch_size": batch_size, "max_length": max_length, "seed": seed,
                                "resume": resume}
-    options.update(_grpo_options(method, {
+    if data is not None:
+        deprecated("train")
+    options.update(grpo_options(method, {
         "num_generations": num_generations, "max_completion_length": max_completion_length,
         "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
         "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
         "format_penalty": format_penalty, "llm_features": llm_features}))
+    if data is not None:
+        run_training(data, out, method=method, base=base, merge_lora=not no_merge,
+                     options=options, dry_run=dry_run)
+        return
     from agentic_loop.distill.train import TrainSettings
 
-    settings = TrainSettings(method=method, merge_lora=not no_merge,
-                             **{k: v for k, v in options.items() if k != "resume"})
+    TrainSettings(method=method, merge_lora=not no_merge,
+                  **{k: v for k, v in options.items() if k != "resume"})
     if dry_run:
-        if data is None:
-            raise ConfigError("--dry-run applies to --data (one training run); drop it with "
-                              "--from-trajectories")
-        _print_dry_run(settings, data, out, base, resume)
-        return
-    if data is not None:
-        from agentic_loop.distill.train import train
-
-        result = train(data, out, method=method, base=base, merge_lora=not no_merge, **options)
-        _print_training(result)
-        return
+        raise ConfigError("--dry-run applies to --data (one training run); drop it with "
+                          "--from-trajectories")
     from agentic_loop.distill.loop import distill_loop
 
     assert golden is not None and from_trajectories
@@ -171,99 +160,11 @@ def distill_command(
                         method=method, arch=arch,
                         export_options={"pii": pii, "min_score": min_score},
                         train_options=options)
-    _print_training(loop.train)
+    print_training(loop.train)
     promoted = (" and promoted it" if loop.promoted else " (not promoted: review it, then "
-                f"`agentic-loop promote {loop.version.version}`)")
+                f"`agentic-loop registry promote {loop.version.version}`)")
     console.print(f"gate: {escape(str(loop.evaluation.decision.value))} vs "
                   f"{escape(loop.baseline)}; registered {loop.version.version}{promoted}",
                   highlight=False)
     for reason in loop.evaluation.reasons:
         console.print(f"  {escape(reason)}", highlight=False, soft_wrap=True)
-
-
-def _grpo_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
-    """GRPO's options for a grpo run; an error when one is set for another method."""
-    if method == "grpo":
-        return given
-    from agentic_loop.distill.train import TrainSettings
-
-    defaults = TrainSettings()
-    changed = [k for k, v in given.items() if v != getattr(defaults, k)]
-    if changed:
-        flags = ", ".join("--" + k.replace("_", "-") for k in changed)
-        raise ConfigError(f"{flags} apply to --method grpo only; drop them or pass --method grpo")
-    return {}
-
-
-def _cli_args(settings: Any, data: Path, out: Path, base: str, resume: bool) -> list[str]:
-    """The ``distill`` arguments that reproduce ``settings`` (non-default values only)."""
-    from dataclasses import fields
-
-    from agentic_loop.distill.train import TrainSettings
-
-    defaults = TrainSettings(method=settings.method)
-    args = ["distill", "--data", str(data), "--out", str(out), "--method", settings.method,
-            "--base", base]
-    flags = {"merge_lora": ("", "--no-merge"), "use_vllm": ("--use-vllm", "--no-vllm")}
-    for field in fields(settings):
-        value = getattr(settings, field.name)
-        if field.name == "method" or value == getattr(defaults, field.name):
-            continue
-        if isinstance(value, bool):
-            on, off = flags.get(field.name, ("--" + field.name.replace("_", "-"), ""))
-            args += [flag for flag in ((on if value else off),) if flag]
-        else:
-            args += ["--" + field.name.replace("_", "-"), str(value)]
-    return args if resume else [*args, "--no-resume"]
-
-
-def _print_dry_run(settings: Any, data: Path, out: Path, base: str, resume: bool) -> None:
-    import json
-    import shlex
-
-    from agentic_loop.distill.train import Device, accelerate_command, grpo_config_kwargs
-
-    device = Device.detect()
-    console.print(f"device: {device.gpus} GPU(s), precision {device.precision}, vLLM "
-                  f"{'installed' if device.vllm else 'not installed'}", highlight=False)
-    if settings.method == "grpo":
-        from agentic_loop.distill.train import RubricRewards, load_prompt_set
-
-        prompts = load_prompt_set(data, llm_features=settings.llm_features)
-        rewards = RubricRewards(prompts.tasks, check_weight=settings.check_reward_weight,
-                                format_penalty=settings.format_penalty,
-                                max_completion_length=settings.max_completion_length)
-        kwargs = grpo_config_kwargs(settings, device, out / "checkpoints" / "grpo",
-                                    reward_weights=rewards.weights)
-        console.print(f"prompts: {len(prompts.tasks)} tasks ({prompts.skipped} without a check "
-                      "left out)", highlight=False)
-        for note in prompts.notes:
-            console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
-        console.print("reward functions: " + ", ".join(
-            f"{f.__name__} (x{f.weight:g})" for f in rewards.functions), highlight=False,
-            soft_wrap=True)
-        console.print("GRPOConfig: " + escape(json.dumps(kwargs, default=str)), highlight=False,
-                      soft_wrap=True)
-    command = accelerate_command(_cli_args(settings, data, out, base, resume), device)
-    console.print("command: " + escape(shlex.join(command)), highlight=False, soft_wrap=True)
-
-
-def _print_training(result: TrainResult) -> None:
-    title = f"Trained {escape(str(result.model_dir))}"
-    if result.skipped:
-        title += " (already finished: reused)"
-    table = Table(title=title, title_justify="left")
-    for column in ("stage", "steps", "loss", "tokens/s", "resumed from"):
-        table.add_column(column, justify="left" if column in ("stage", "resumed from") else "right")
-    for stage in result.stages:
-        rate = stage.tokens_per_s
-        table.add_row(stage.method, str(stage.steps),
-                      "-" if stage.train_loss is None else f"{stage.train_loss:.4f}",
-                      "-" if rate is None else f"{rate:.1f}", stage.resumed_from or "-")
-    console.print(table)
-    kind = ("LoRA adapter (in-process it loads merged onto its base; vLLM serves it by name: "
-            "`agentic-loop serve --model DIR`)" if result.adapter else "model")
-    console.print(f"{kind}: {escape(str(result.model_dir))}; card: "
-                  f"{escape(str(result.model_dir / 'model_card.yaml'))}", highlight=False,
-                  soft_wrap=True)
-    console.print(f"use it: load_chat_model({result.spec!r})", highlight=False, soft_wrap=True)

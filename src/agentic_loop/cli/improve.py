@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -29,6 +29,9 @@ from rich.table import Table
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, progress_bar
 from agentic_loop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentic_loop.distill.loop.records import ImproveResult, Rate
 
 __all__ = ["improve_command", "parse_numbers"]
 
@@ -151,37 +154,38 @@ def improve_command(
     _print_rounds(result)
 
 
-def _rate(stats: dict[str, Any] | None) -> str:
-    if not stats or stats.get("pass_rate") is None:
+def _rate(stats: Rate | None) -> str:
+    if stats is None or stats.pass_rate is None:
         return "-"
-    low, high = stats["interval"]
-    return f"{stats['pass_rate']:.2f} [{low:.2f}-{high:.2f}]"
+    low, high = stats.interval
+    return f"{stats.pass_rate:.2f} [{low:.2f}-{high:.2f}]"
 
 
-def _print_rounds(result: Any) -> None:
+def _print_rounds(result: ImproveResult) -> None:
     table = Table(title=f"improve: {escape(str(result.work_dir))}", title_justify="left")
     columns = ("round", "from", "threshold", "pool pass", "hinted", "sft rows", "pairs",
                "golden before", "golden after", "gate", "version", "seconds")
     for column in columns:
         table.add_column(column, justify="left" if column in ("from", "gate") else "right")
     for r in result.reports:
-        golden, data = r.get("golden") or {}, r.get("data") or {}
-        register = r.get("register") or {}
-        version = register.get("version", "-") + (" *" if register.get("promoted") else "")
-        table.add_row(str(r["round"]), escape(str(r.get("from_version") or r["model"])),
-                      f"{r['threshold']:g}", _rate(r.get("pool")),
-                      str((r.get("hint") or {}).get("accepted", 0)),
-                      str(data.get("sft_rows", 0)), str(data.get("pairs", 0)),
-                      _rate(golden.get("baseline")), _rate(golden.get("candidate")),
-                      escape(r.get("decision") or "-"), version,
-                      f"{sum(r['seconds'].values()):.0f}")
+        golden, data, registered = r.golden, r.data, r.registration
+        version = ((registered.version if registered else "-")
+                   + (" *" if registered and registered.promoted else ""))
+        table.add_row(str(r.round), escape(str(r.from_version or r.model)),
+                      f"{r.threshold:g}" if r.threshold is not None else "-", _rate(r.pool),
+                      str(r.hint.accepted if r.hint else 0),
+                      str(data.sft_rows if data else 0), str(data.pairs if data else 0),
+                      _rate(golden.baseline if golden else None),
+                      _rate(golden.candidate if golden else None),
+                      escape(r.decision.value if r.decision else "-"), version,
+                      f"{sum(r.seconds.values()):.0f}")
     console.print(table)
     console.print(f"stopped: {escape(result.stopped)}: {escape(result.reason)}", highlight=False,
                   soft_wrap=True)
     for r in result.reports:
-        live = (r.get("register") or {}).get("live")
+        live = r.registration.live if r.registration else None
         if live:
-            console.print(f"round {r['round']} promoted; served model: {escape(live)}",
+            console.print(f"round {r.round} promoted; served model: {escape(live)}",
                           highlight=False, soft_wrap=True)
     current = result.current or "none (nothing promoted yet)"
     console.print(f"current version: {escape(current)} (* = promoted); report: "

@@ -134,4 +134,4 @@ def _print_verdict(report: MonitorReport) -> None:
                       "it", highlight=False)
     elif report.verdict == "breach":
         console.print("--no-rollback: the registry was not changed; roll back with "
-                      "`agentic-loop rollback`", highlight=False)
+                      "`agentic-loop registry rollback`", highlight=False)

@@ -1,11 +1,12 @@
-"""``agentic-loop eval | register | promote | rollback | registry``: gate and version models.
+"""``agentic-loop eval``: gate a candidate model against a baseline on a golden set.
 
 * ``eval`` scores a baseline and a candidate on a golden set (single-shot and
   inside an architecture), prints per-task scores, the KL drift and output
   diversity, the gate's decision, and writes a before/after PNG.
-* ``register`` adds a trained model folder to the registry; ``promote`` makes
-  a version current; ``rollback`` returns to the version that was current
-  before; ``registry`` lists versions (and, with ``--history``, the audit log).
+* Versioning models is ``agentic-loop registry ...``
+  (:mod:`agentic_loop.cli.registry`); the old ``register``, ``promote`` and
+  ``rollback`` commands still run here for one release, hidden, each with a
+  ``deprecated: use agentic-loop registry ...`` line on stderr.
 
 Serving a version is ``agentic-loop serve`` (:mod:`agentic_loop.cli.serve`).
 
@@ -28,18 +29,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console, err_console
+from agentic_loop.cli.common import console, deprecated_alias, err_console
+from agentic_loop.cli.registry import (
+    DEFAULT_REGISTRY,
+    REGISTRY_HELP,
+    open_registry,
+    promote_command,
+    register_command,
+    rollback_command,
+)
 from agentic_loop.errors import ConfigError
 
 if TYPE_CHECKING:
     from agentic_loop.distill.eval import EvalReport
-    from agentic_loop.distill.release import Registry
 
-__all__ = ["DEFAULT_REGISTRY", "REGISTRY_HELP", "eval_command", "open_registry",
-           "promote_command", "register_command", "registry_command", "rollback_command"]
-
-REGISTRY_HELP = "Model registry folder."
-DEFAULT_REGISTRY = Path("runs/registry")
+__all__ = ["DEFAULT_REGISTRY", "REGISTRY_HELP", "eval_command", "open_registry"]
 
 
 def _fmt(value: float | None) -> str:
@@ -76,15 +80,16 @@ def eval_command(
         agentic-loop eval --baseline local --candidate local:m1 --golden g.jsonl --arch reflection
     """
     from agentic_loop.architectures import ARCHITECTURES
-    from agentic_loop.distill.eval import evaluate_models
+    from agentic_loop.distill.eval import architecture_runner, evaluate_models
 
     if arch is not None and arch not in ARCHITECTURES:
         raise ConfigError(f"--arch must be one of {', '.join(ARCHITECTURES)}, got {arch!r}")
     if max_iterations < 1 or max_tokens < 1:
         raise ConfigError("--max-iterations and --max-tokens must be at least 1")
-    report = evaluate_models(baseline, candidate, golden, arch=arch,
-                             max_iterations=max_iterations, max_tokens=max_tokens, kl=kl,
-                             plot_path=plot)
+    runners = (architecture_runner(arch, max_iterations=max_iterations)
+               if arch is not None else None)
+    report = evaluate_models(baseline, candidate, golden, runners=runners,
+                             max_tokens=max_tokens, kl=kl, plot_path=plot)
     _print_report(report)
     if json_out is not None:
         from agentic_loop.atomic import atomic_write_bytes
@@ -141,123 +146,7 @@ def _print_report(report: EvalReport) -> None:
                   + (f"; plot {escape(str(report.plot))}" if report.plot else ""), highlight=False)
 
 
-def open_registry(path: Path) -> Registry:
-    """The registry in ``path`` (its errors reach the one CLI handler)."""
-    from agentic_loop.distill.release import Registry
-
-    return Registry(path)
-
-
-@app.command("register")
-def register_command(
-    model_dir: Annotated[Path, typer.Argument(
-        help="A model (or LoRA adapter) folder, e.g. from `distill`.")],
-    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
-    name: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--name", help="Its name (default: the folder's).")] = None,
-    notes: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--notes", help="Free text kept with it.")] = None,
-    copy: Annotated[bool, typer.Option(
-        "--copy", help="Copy the weights into the registry.")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Register it even if the same model (same weights and config) is "
-                        "registered already.")] = False,
-) -> None:
-    """Add a model folder to the registry as its next version (not served until promoted).
-
-    Example:
-
-        agentic-loop register runs/m1 --registry runs/registry
-    """
-    entry = open_registry(registry).register(model_dir, name=name, notes=notes, copy=copy,
-                                             force=force)
-    console.print(f"registered {entry.version} ({escape(entry.path)}); promote it with "
-                  f"`agentic-loop promote {entry.version}`", highlight=False, soft_wrap=True)
-
-
-@app.command("promote")
-def promote_command(
-    version: Annotated[str, typer.Argument(help="The version to serve, e.g. v3.")],
-    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
-    reason: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--reason", help="Why (kept in the audit log).")] = None,
-) -> None:
-    """Make a registered version current (the one replaced becomes the rollback target).
-
-    Example:
-
-        agentic-loop promote v3 --reason "gate PROMOTE, reviewed"
-    """
-    reg = open_registry(registry)
-    before = reg.current
-    entry = reg.promote(version, reason=reason)
-    was = before.version if before else "none"
-    console.print(f"current: {entry.version} (was {was})", highlight=False)
-    _sync_served(reg)
-
-
-@app.command("rollback")
-def rollback_command(
-    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
-    reason: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--reason", help="Why (kept in the audit log).")] = None,
-) -> None:
-    """Go back to the version that was current before the last promote.
-
-    Example:
-
-        agentic-loop rollback --reason "complaints about v4"
-    """
-    reg = open_registry(registry)
-    before = reg.current
-    entry = reg.rollback(reason=reason)
-    was = before.version if before else "-"
-    console.print(f"current: {entry.version} (rolled back from {was})", highlight=False)
-    _sync_served(reg)
-
-
-def _sync_served(reg: Registry) -> None:
-    """Put the new current version live on the registry's server, and say what happened."""
-    from agentic_loop.distill.release import sync_served
-
-    console.print(f"serving: {escape(sync_served(reg))}", highlight=False, soft_wrap=True)
-
-
-@app.command("registry")
-def registry_command(
-    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
-    history: Annotated[bool, typer.Option(
-        "--history", help="Show the audit log instead of the versions.")] = False,
-) -> None:
-    """List registered versions (current marked), or the promote/rollback history.
-
-    Example:
-
-        agentic-loop registry --history
-    """
-    reg = open_registry(registry)
-    if history:
-        console.print(_history_table(reg))
-        return
-    current = reg.current
-    table = Table(title=f"Versions in {escape(str(reg.root))}", title_justify="left")
-    for column in ("", "version", "name", "method", "kind", "last gate", "registered", "path"):
-        table.add_column(column, overflow="fold")
-    for v in reg.versions():
-        card = v.card or {}
-        evals = card.get("evals") or [{}]
-        table.add_row("*" if current and v.version == current.version else "", v.version,
-                      escape(v.name), str(card.get("method", "-")),
-                      "adapter" if v.adapter else "model", str(evals[-1].get("decision", "-")),
-                      v.registered_at, escape(v.path))
-    console.print(table)
-
-
-def _history_table(reg: Registry) -> Table:
-    table = Table(title=f"History of {escape(str(reg.root))}", title_justify="left")
-    for column in ("at", "action", "version", "previous", "user", "reason"):
-        table.add_column(column)
-    for e in reg.history():
-        table.add_row(e.at, e.action, e.version, e.previous or "-", e.user or "-",
-                      escape(e.reason or ""))
-    return table
+# The old spellings, for one release: each prints a `deprecated: use ...` line and runs.
+for _old, _command in (("register", register_command), ("promote", promote_command),
+                       ("rollback", rollback_command)):
+    app.command(_old, hidden=True)(deprecated_alias(_command, f"registry {_old}"))

@@ -3,7 +3,7 @@
 A run that fails on a bad learning rate after loading a model wastes
 minutes; a run resumed with different settings silently trains a model
 nobody asked for. So the settings are one frozen object, validated when it
-is built (errors name the argument and its ``agentic-loop distill`` flag),
+is built (errors name the argument and its ``agentic-loop train`` flag),
 and hashed into a fingerprint that resume and the model card compare.
 
 Learning-rate defaults differ by method and by LoRA: a LoRA adapter starts
@@ -14,6 +14,16 @@ its own KL strength: ``beta`` defaults to 0.1 for DPO and 0.04 for GRPO
 (DeepSeekMath's; 0 drops the reference model). GRPO's fields carry TRL's
 ``GRPOConfig`` names (``num_generations``, ``max_completion_length``,
 ``temperature``, ``use_vllm``, ``vllm_mode``).
+
+The trainer knobs a TRL user looks for keep TRL's names too:
+``lr_scheduler_type`` and ``warmup_steps`` (a step count, or below 1 a
+fraction of the run), ``gradient_accumulation_steps``, ``lora_r`` /
+``lora_alpha`` / ``lora_target_modules``, ``validation_split`` (a seeded
+share of the SFT or DPO rows held out and scored as ``eval_loss``) and
+``report_to`` (``"none"``, ``"tensorboard"``, ``"wandb"``, ...). At their
+defaults they leave the card and the fingerprint as they were, so a run
+started before they existed still resumes; ``report_to`` never enters the
+fingerprint: where the curves go does not change the model.
 
 Example:
     >>> s = TrainSettings(method="dpo", lora=True)
@@ -30,6 +40,12 @@ Example:
     agentic_loop.errors.ConfigError: epochs (--epochs) must be positive, got 0
     >>> TrainSettings().fingerprint("abc") == TrainSettings().fingerprint("abc")
     True
+    >>> TrainSettings(report_to="wandb").fingerprint("abc") == TrainSettings().fingerprint("abc")
+    True
+    >>> TrainSettings(report_to="tensorboard,wandb").reporters
+    ['tensorboard', 'wandb']
+    >>> [len(part) for part in split_validation(list(range(10)), 0.2, seed=0)]
+    [8, 2]
 """
 
 from __future__ import annotations
@@ -42,7 +58,7 @@ from typing import Any, Literal
 from agentic_loop.errors import ConfigError
 
 __all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "LLM_FEATURE_POLICIES",
-           "METHODS", "Method", "TrainSettings"]
+           "LR_SCHEDULERS", "METHODS", "REPORTERS", "Method", "TrainSettings", "split_validation"]
 
 Method = Literal["sft", "dpo", "sft+dpo", "grpo"]
 METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo", "grpo")
@@ -52,6 +68,19 @@ LLM_FEATURE_POLICIES: tuple[str, ...] = ("checks", "refuse")
 GRPO_FIELDS: tuple[str, ...] = ("num_generations", "max_completion_length", "temperature",
                                 "use_vllm", "vllm_mode", "reward_workers", "check_reward_weight",
                                 "format_penalty", "llm_features")
+
+#: transformers' ``SchedulerType`` values (``lr_scheduler_type``).
+LR_SCHEDULERS: tuple[str, ...] = (
+    "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+    "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
+    "warmup_stable_decay")
+#: transformers' reporting integrations (``report_to``), besides "none" and "all".
+REPORTERS: tuple[str, ...] = (
+    "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "mlflow",
+    "neptune", "swanlab", "tensorboard", "trackio", "wandb")
+#: The knobs that stay off the card and the fingerprint at their default (see the module doc).
+_QUIET_DEFAULTS: dict[str, object] = {"lr_scheduler_type": "linear", "warmup_steps": 0.0,
+                                      "validation_split": 0.0, "report_to": "none"}
 
 #: (stage, lora) -> learning rate, used when none is given.
 DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
@@ -96,6 +125,10 @@ class TrainSettings:
     lora_target_modules: str | tuple[str, ...] = "all-linear"
     gradient_checkpointing: bool = False
     save_steps: int = 50
+    lr_scheduler_type: str = "linear"
+    warmup_steps: float = 0.0
+    validation_split: float = 0.0
+    report_to: str = "none"
     # GRPO (see GRPO_FIELDS)
     num_generations: int = 4
     max_completion_length: int = 128
@@ -129,6 +162,22 @@ class TrainSettings:
             (0 <= self.lora_dropout < 1,
              f"lora_dropout must be in [0, 1), got {self.lora_dropout}"),
             (self.save_steps >= 1, f"save_steps must be at least 1, got {self.save_steps}"),
+            (self.lr_scheduler_type in LR_SCHEDULERS,
+             f"lr_scheduler_type (--lr-scheduler-type) must be one of {', '.join(LR_SCHEDULERS)}, "
+             f"got {self.lr_scheduler_type!r}"),
+            (0 <= self.warmup_steps < 1 or float(self.warmup_steps).is_integer() and
+             self.warmup_steps > 0,
+             "warmup_steps (--warmup-steps) must be a whole number of steps or a fraction in "
+             f"[0, 1), got {self.warmup_steps:g}"),
+            (0 <= self.validation_split < 1,
+             f"validation_split (--validation-split) must be in [0, 1), got "
+             f"{self.validation_split:g}"),
+            (not (self.validation_split and self.method == "grpo"),
+             "validation_split (--validation-split) applies to sft and dpo; GRPO has no held-out "
+             "answers to score; drop it"),
+            (self.report_to in ("none", "all") or all(r in REPORTERS for r in self.reporters),
+             f"report_to (--report-to) must be none, all or a comma-separated list of "
+             f"{', '.join(REPORTERS)}; got {self.report_to!r}"),
             (not (self.method == "sft+dpo" and self.lora and not self.merge_lora),
              ("method 'sft+dpo' with an unmerged LoRA adapter cannot work: the DPO adapter's "
               "base is the SFT model, which only exists merged; drop --no-merge, or train 'sft' "
@@ -168,6 +217,13 @@ class TrainSettings:
         ]
 
     @property
+    def reporters(self) -> list[str]:
+        """``report_to`` as the list TRL takes (``[]`` for "none")."""
+        if self.report_to == "none":
+            return []
+        return [r.strip() for r in self.report_to.split(",") if r.strip()]
+
+    @property
     def stages(self) -> tuple[str, ...]:
         """The trainer stages this method runs, in order."""
         return ("sft", "dpo") if self.method == "sft+dpo" else (self.method,)
@@ -203,6 +259,9 @@ class TrainSettings:
             data["beta"] = self.beta_for(kl_stages[-1])
         else:
             data.pop("beta")
+        for key, default in _QUIET_DEFAULTS.items():
+            if data[key] == default:
+                data.pop(key)
         if "grpo" in self.stages:
             data.pop("max_length")
         else:
@@ -212,6 +271,27 @@ class TrainSettings:
 
     def fingerprint(self, data_hash: str, base: str = "") -> str:
         """A short hash of these settings, the data and the base: equal means "same run"."""
-        payload = json.dumps({"settings": self.hyperparameters(), "data": data_hash, "base": base},
+        settings = {k: v for k, v in self.hyperparameters().items() if k != "report_to"}
+        payload = json.dumps({"settings": settings, "data": data_hash, "base": base},
                              sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def split_validation(rows: list[Any], fraction: float, *, seed: int) -> tuple[list[Any], list[Any]]:
+    """``rows`` split into (train, held out): a seeded shuffle, at least one row each side.
+
+    The same seed gives the same split on every process of a multi-GPU run,
+    and on a resumed run. ``fraction`` 0 holds nothing out.
+    """
+    if not fraction:
+        return rows, []
+    import random
+
+    held = max(1, round(len(rows) * fraction))
+    if held >= len(rows):
+        raise ConfigError(f"validation_split (--validation-split) {fraction:g} of {len(rows)} "
+                          "rows leaves nothing to train on; add rows or lower the split")
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    out = set(order[:held])
+    return ([r for i, r in enumerate(rows) if i not in out], [rows[i] for i in order[:held]])

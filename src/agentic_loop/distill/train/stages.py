@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.train.settings import TrainSettings
+from agentic_loop.distill.train.settings import TrainSettings, split_validation
 from agentic_loop.distill.train.training_data import TrainingData
 
 __all__ = ["StageResult", "common_args", "load_policy", "lora_config", "no_final_checkpoint",
@@ -74,30 +74,34 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
     model, tokenizer = load_policy(model_dir, config, precision)
     args = _trainer_args(stage, config, precision, checkpoint_dir, progress)
     peft_config = lora_config(config) if config.lora else None
-    rows = data.sft if stage == "sft" else data.pairs
+    rows, held_out = split_validation(data.sft if stage == "sft" else data.pairs,
+                                      config.validation_split, seed=config.seed)
     dataset = Dataset.from_list(rows)
+    eval_dataset = Dataset.from_list(held_out) if held_out else None
     trainer: Any
     if stage == "sft":
         from trl import SFTTrainer
 
         trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
-                             processing_class=tokenizer, peft_config=peft_config,
-                             callbacks=list(callbacks))
+                             eval_dataset=eval_dataset, processing_class=tokenizer,
+                             peft_config=peft_config, callbacks=list(callbacks))
     else:
         from trl import DPOTrainer
 
         # With LoRA the reference is the base with the adapter switched off (no copy);
         # without it TRL keeps a frozen copy of the starting model as the reference.
         trainer = DPOTrainer(model=model, args=args, train_dataset=dataset,
-                             processing_class=tokenizer, peft_config=peft_config,
-                             callbacks=list(callbacks))
+                             eval_dataset=eval_dataset, processing_class=tokenizer,
+                             peft_config=peft_config, callbacks=list(callbacks))
     trainer.add_callback(no_final_checkpoint())
     last = get_last_checkpoint(str(checkpoint_dir)) if resume and checkpoint_dir.is_dir() else None
     begun = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=last)
     runtime = time.perf_counter() - begun
+    held_out_metrics = trainer.evaluate() if eval_dataset is not None else {}
     save_model(trainer, tokenizer, stage_out, lora=config.lora, merge=merge, state=state)
-    metrics = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in output.metrics.items()}
+    metrics = {k: (round(v, 6) if isinstance(v, float) else v)
+               for k, v in {**output.metrics, **held_out_metrics}.items()}
     history = [h for h in trainer.state.log_history if "loss" in h]
     if history:
         metrics["first_loss"] = round(float(history[0]["loss"]), 6)
@@ -165,7 +169,13 @@ def common_args(stage: str, config: TrainSettings, precision: str, checkpoint_di
         "save_strategy": "steps",
         "save_steps": config.save_steps,
         "save_total_limit": 2,
-        "report_to": "none",
+        "lr_scheduler_type": config.lr_scheduler_type,
+        "warmup_steps": config.warmup_steps,
+        "report_to": config.reporters or "none",
+        # a held-out share (sft, dpo) is scored every save and at the end (see run_stage)
+        **({"eval_strategy": "steps", "eval_steps": config.save_steps,
+            "per_device_eval_batch_size": config.batch_size}
+           if config.validation_split and stage != "grpo" else {}),
         "disable_tqdm": not progress,
         "dataloader_num_workers": 0,
         # Every trainable weight is used in each forward pass (checked under torchrun with

@@ -160,7 +160,9 @@ def train(
         name: the model's name on its card (default: ``out_dir``'s name).
         callbacks: extra ``transformers.TrainerCallback`` objects for the trainers.
         **settings: more :class:`TrainSettings` fields (``lora_r``, ``lora_alpha``,
-            ``lora_dropout``, ``lora_target_modules``, ``gradient_checkpointing``; for GRPO
+            ``lora_dropout``, ``lora_target_modules``, ``gradient_checkpointing``,
+            ``lr_scheduler_type``, ``warmup_steps``, ``validation_split``, ``report_to``
+            (TensorBoard's event files are kept in ``out_dir/logs/<stage>``); for GRPO
             ``num_generations``, ``max_completion_length``, ``temperature``, ``use_vllm``,
             ``vllm_mode``, ``reward_workers``, ``check_reward_weight``, ``format_penalty``,
             ``llm_features``).
@@ -170,6 +172,7 @@ def train(
                            gradient_accumulation_steps=gradient_accumulation_steps,
                            max_length=max_length, merge_lora=merge_lora, save_steps=save_steps,
                            **settings)
+    _check_reporters(config)
     out = Path(out_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise TrainError(f"output path {out} is a file; pass a folder for the model "
@@ -231,6 +234,7 @@ def train(
     )
     if state.is_main_process:
         write_card(out, card)
+        keep_logs(out)
         if not keep_checkpoints:
             shutil.rmtree(out / CHECKPOINTS, ignore_errors=True)
             shutil.rmtree(out / STAGES, ignore_errors=True)
@@ -240,6 +244,35 @@ def train(
 
 
 # -- run bookkeeping ------------------------------------------------------------------
+
+#: report_to name -> the modules that provide it (any one will do).
+_REPORTER_MODULES: dict[str, tuple[str, ...]] = {"tensorboard": ("tensorboard", "tensorboardX"),
+                                                 "wandb": ("wandb",), "mlflow": ("mlflow",),
+                                                 "comet_ml": ("comet_ml",), "trackio": ("trackio",)}
+
+
+def _check_reporters(config: TrainSettings) -> None:
+    """Fail before any model loads when ``report_to`` names a tracker that is not installed."""
+    import importlib.util
+
+    for name in config.reporters:
+        modules = _REPORTER_MODULES.get(name, ())
+        if modules and not any(importlib.util.find_spec(m) for m in modules):
+            raise TrainError(f"report_to (--report-to) {name!r} needs the {modules[0]} package; "
+                             f"pip install {modules[0]}, or drop {name} from --report-to")
+
+
+def keep_logs(out: Path) -> None:
+    """Move TensorBoard's event files (``checkpoints/<stage>/runs``) to ``out/logs/<stage>``.
+
+    The trainer writes them under its output folder, the checkpoints, which
+    are deleted once the model is written; the curves are worth keeping.
+    """
+    for runs in sorted((out / CHECKPOINTS).glob("*/runs")):
+        target = out / "logs" / runs.parent.name
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(runs), str(target))
 
 
 def _inputs(data_dir: str | os.PathLike[str], config: TrainSettings

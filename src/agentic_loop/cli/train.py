@@ -1,0 +1,277 @@
+"""``agentic-loop train``: distill an exported dataset into a model's weights with TRL.
+
+The command line of :func:`agentic_loop.distill.train.train`, one flag per
+:class:`~agentic_loop.distill.train.TrainSettings` field, named as TRL's
+config names it (``--lr-scheduler-type``, ``--gradient-accumulation-steps``,
+``--lora-r``, ``--report-to``...): SFT, DPO or SFT then DPO on an export;
+GRPO on a task file, each task's locked rubric as the reward. ``--dry-run``
+prints the trainer's arguments and the (``accelerate launch``) command it
+would run on this machine, and trains nothing.
+
+Flags are checked before any model loads; a bad one is a one-line error
+with exit code 2. (``agentic-loop distill --data`` ran this before; it still
+does for one release, with a deprecation line.)
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["train", "--data", "d", "--out", "o",
+    ...                                   "--warmup-steps", "1.5"])
+    >>> result.exit_code, result.stderr.split(" must")[0]
+    (2, 'error: warmup_steps (--warmup-steps)')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentic_loop.cli import app
+from agentic_loop.cli.common import console
+from agentic_loop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentic_loop.distill.train import TrainResult, TrainSettings
+
+__all__ = ["cli_args", "grpo_options", "print_dry_run", "print_training", "run_training",
+           "train_command"]
+
+
+@app.command("train")
+def train_command(
+    data: Annotated[Path, typer.Option(
+        "--data", help="A dataset folder written by `agentic-loop export` (grpo: or a task "
+                       "file).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where the model and its card go.")],
+    method: Annotated[str, typer.Option("--method", help="sft, dpo, sft+dpo or grpo.")] = "sft",
+    base: Annotated[str, typer.Option(
+        "--base", help="Base model: local, local:<dir> or an HF dir.")] = "local",
+    lora: Annotated[bool, typer.Option(
+        "--lora", help="Train a LoRA adapter (PEFT) instead of every weight.")] = False,
+    lora_r: Annotated[int, typer.Option("--lora-r", help="LoRA rank.")] = 16,
+    lora_alpha: Annotated[int, typer.Option("--lora-alpha", help="LoRA scaling alpha.")] = 32,
+    lora_dropout: Annotated[float, typer.Option("--lora-dropout", help="LoRA dropout.")] = 0.05,
+    lora_target_modules: Annotated[str, typer.Option(
+        "--lora-target-modules",
+        help="Modules LoRA adapts: all-linear, or names joined by commas (q_proj,v_proj).")
+    ] = "all-linear",
+    no_merge: Annotated[bool, typer.Option(
+        "--no-merge",
+        help="Keep the LoRA adapter unmerged (vLLM serves it by name and swaps it live; "
+             "in-process it loads merged onto its base).")] = False,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")] = None,
+    epochs: Annotated[float, typer.Option("--epochs", help="Passes over the data.")] = 1.0,
+    learning_rate: Annotated[float | None, typer.Option(
+        "--learning-rate",
+        help="Default: 2e-5 SFT, 5e-6 DPO, 1e-6 GRPO (x10 with --lora).")] = None,
+    lr_scheduler_type: Annotated[str, typer.Option(
+        "--lr-scheduler-type", help="linear, cosine, constant, constant_with_warmup, ... "
+                                    "(transformers' SchedulerType).")] = "linear",
+    warmup_steps: Annotated[float, typer.Option(
+        "--warmup-steps", help="Linear warmup: N steps, or below 1 a fraction of the run.")
+    ] = 0.0,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", help="Per-device batch size (grpo: completions, a multiple of "
+                             "--num-generations).")] = 4,
+    gradient_accumulation_steps: Annotated[int, typer.Option(
+        "--gradient-accumulation-steps", help="Batches summed per optimizer step.")] = 1,
+    gradient_checkpointing: Annotated[bool, typer.Option(
+        "--gradient-checkpointing", help="Recompute activations: less memory, slower.")] = False,
+    max_length: Annotated[int, typer.Option(
+        "--max-length", help="Truncate sequences to N tokens.")] = 512,
+    validation_split: Annotated[float, typer.Option(
+        "--validation-split",
+        help="Hold out this share of the rows (sft, dpo) and report its eval_loss.")] = 0.0,
+    report_to: Annotated[str, typer.Option(
+        "--report-to", help="Where the training curves go: none, tensorboard, wandb, ... "
+                            "(comma-separated; TensorBoard's go to OUT/logs).")] = "none",
+    save_steps: Annotated[int, typer.Option(
+        "--save-steps", help="Checkpoint (and score the held-out share) every N steps.")] = 50,
+    beta: Annotated[float | None, typer.Option(
+        "--beta", help="KL strength: DPO (default 0.1), GRPO (default 0.04, 0: no "
+                       "reference model).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds LoRA init, data order, dropout.")] = 0,
+    resume: Annotated[bool, typer.Option(
+        "--resume/--no-resume",
+        help="Continue an interrupted run from its last checkpoint.")] = True,
+    num_generations: Annotated[int, typer.Option(
+        "--num-generations", help="grpo: completions sampled per prompt.")] = 4,
+    max_completion_length: Annotated[int, typer.Option(
+        "--max-completion-length", help="grpo: tokens per sampled completion.")] = 128,
+    temperature: Annotated[float, typer.Option(
+        "--temperature", help="grpo: sampling temperature.")] = 1.0,
+    use_vllm: Annotated[bool | None, typer.Option(
+        "--use-vllm/--no-vllm",
+        help="grpo: generate with vLLM (default: on a GPU with vllm installed).")] = None,
+    vllm_mode: Annotated[str, typer.Option(
+        "--vllm-mode", help="grpo: colocate (in the training process) or server.")] = "colocate",
+    reward_workers: Annotated[int, typer.Option(
+        "--reward-workers",
+        help="grpo: score rewards in N processes (for expensive checks: code tests).")] = 0,
+    check_reward_weight: Annotated[float, typer.Option(
+        "--check-reward-weight",
+        help="grpo: weight of each per-check reward (0: logged, not trained on).")] = 0.0,
+    format_penalty: Annotated[float, typer.Option(
+        "--format-penalty",
+        help="grpo: weight of -1 for empty or cut-off completions (0: off).")] = 0.0,
+    llm_features: Annotated[str, typer.Option(
+        "--llm-features",
+        help="grpo: a rubric's LLM-judged features: checks (score its checks only) or "
+             "refuse.")] = "checks",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
+    ] = False,
+) -> None:
+    """Train a model on an exported dataset with TRL: SFT, DPO, SFT then DPO, or GRPO on tasks.
+
+    Examples:
+
+        agentic-loop train --data data/distill --method sft+dpo --lora --out runs/m1
+
+        agentic-loop train --data data/distill --lora --lora-r 8 --learning-rate 1e-4
+        --lr-scheduler-type cosine --warmup-steps 0.1 --validation-split 0.1
+        --report-to tensorboard --out runs/m2
+
+        agentic-loop train --data tasks.jsonl --method grpo --lora --out runs/g1
+    """
+    targets: str | tuple[str, ...] = lora_target_modules.strip()
+    if targets != "all-linear":
+        targets = tuple(t.strip() for t in lora_target_modules.split(",") if t.strip())
+        if not targets:
+            raise ConfigError("--lora-target-modules is empty; pass all-linear or module names "
+                              "joined by commas, e.g. q_proj,v_proj")
+    options: dict[str, Any] = {
+        "lora": lora, "lora_r": lora_r, "lora_alpha": lora_alpha, "lora_dropout": lora_dropout,
+        "lora_target_modules": targets, "max_steps": max_steps, "epochs": epochs, "beta": beta,
+        "learning_rate": learning_rate, "lr_scheduler_type": lr_scheduler_type,
+        "warmup_steps": warmup_steps, "batch_size": batch_size,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "gradient_checkpointing": gradient_checkpointing, "max_length": max_length,
+        "validation_split": validation_split, "report_to": report_to, "save_steps": save_steps,
+        "seed": seed, "resume": resume}
+    options.update(grpo_options(method, {
+        "num_generations": num_generations, "max_completion_length": max_completion_length,
+        "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
+        "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
+        "format_penalty": format_penalty, "llm_features": llm_features}))
+    run_training(data, out, method=method, base=base, merge_lora=not no_merge, options=options,
+                 dry_run=dry_run)
+
+
+def run_training(data: Path, out: Path, *, method: str, base: str, merge_lora: bool,
+                 options: dict[str, Any], dry_run: bool) -> None:
+    """Check the settings, then print a dry run or train and print the result."""
+    from agentic_loop.distill.train import TrainSettings
+
+    settings = TrainSettings(method=method, merge_lora=merge_lora,
+                             **{k: v for k, v in options.items() if k != "resume"})
+    if dry_run:
+        print_dry_run(settings, data, out, base, options.get("resume", True))
+        return
+    from agentic_loop.distill.train import train
+
+    print_training(train(data, out, method=method, base=base, merge_lora=merge_lora, **options))
+
+
+def grpo_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
+    """GRPO's options for a grpo run; an error when one is set for another method."""
+    if method == "grpo":
+        return given
+    from agentic_loop.distill.train import TrainSettings
+
+    defaults = TrainSettings()
+    changed = [k for k, v in given.items() if v != getattr(defaults, k)]
+    if changed:
+        flags = ", ".join("--" + k.replace("_", "-") for k in changed)
+        raise ConfigError(f"{flags} apply to --method grpo only; drop them or pass --method grpo")
+    return {}
+
+
+def cli_args(settings: TrainSettings, data: Path, out: Path, base: str,
+             resume: bool) -> list[str]:
+    """The ``train`` arguments that reproduce ``settings`` (non-default values only).
+
+    >>> from agentic_loop.distill.train import TrainSettings
+    >>> s = TrainSettings(lora=True, lora_target_modules=("q_proj", "v_proj"), merge_lora=False)
+    >>> cli_args(s, Path("d"), Path("o"), "local", resume=False)[9:]
+    ['--lora', '--no-merge', '--lora-target-modules', 'q_proj,v_proj', '--no-resume']
+    """
+    from dataclasses import fields
+
+    from agentic_loop.distill.train import TrainSettings
+
+    defaults = TrainSettings(method=settings.method)
+    args = ["train", "--data", str(data), "--out", str(out), "--method", settings.method,
+            "--base", base]
+    flags = {"merge_lora": ("", "--no-merge"), "use_vllm": ("--use-vllm", "--no-vllm")}
+    for field in fields(settings):
+        value = getattr(settings, field.name)
+        if field.name == "method" or value == getattr(defaults, field.name):
+            continue
+        if isinstance(value, bool):
+            on, off = flags.get(field.name, ("--" + field.name.replace("_", "-"), ""))
+            args += [flag for flag in ((on if value else off),) if flag]
+        else:
+            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            args += ["--" + field.name.replace("_", "-"), text]
+    return args if resume else [*args, "--no-resume"]
+
+
+def print_dry_run(settings: TrainSettings, data: Path, out: Path, base: str,
+                  resume: bool) -> None:
+    """What a run would do on this machine: device, GRPO's rewards and config, the command."""
+    import json
+    import shlex
+
+    from agentic_loop.distill.train import Device, accelerate_command, grpo_config_kwargs
+
+    device = Device.detect()
+    console.print(f"device: {device.gpus} GPU(s), precision {device.precision}, vLLM "
+                  f"{'installed' if device.vllm else 'not installed'}", highlight=False)
+    if settings.method == "grpo":
+        from agentic_loop.distill.train import RubricRewards, load_prompt_set
+
+        prompts = load_prompt_set(data, llm_features=settings.llm_features)
+        rewards = RubricRewards(prompts.tasks, check_weight=settings.check_reward_weight,
+                                format_penalty=settings.format_penalty,
+                                max_completion_length=settings.max_completion_length)
+        kwargs = grpo_config_kwargs(settings, device, out / "checkpoints" / "grpo",
+                                    reward_weights=rewards.weights)
+        console.print(f"prompts: {len(prompts.tasks)} tasks ({prompts.skipped} without a check "
+                      "left out)", highlight=False)
+        for note in prompts.notes:
+            console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
+        console.print("reward functions: " + ", ".join(
+            f"{f.__name__} (x{f.weight:g})" for f in rewards.functions), highlight=False,
+            soft_wrap=True)
+        console.print("GRPOConfig: " + escape(json.dumps(kwargs, default=str)), highlight=False,
+                      soft_wrap=True)
+    command = accelerate_command(cli_args(settings, data, out, base, resume), device)
+    console.print("command: " + escape(shlex.join(command)), highlight=False, soft_wrap=True)
+
+
+def print_training(result: TrainResult) -> None:
+    """The stages' table, where the model is, and how to load it."""
+    title = f"Trained {escape(str(result.model_dir))}"
+    if result.skipped:
+        title += " (already finished: reused)"
+    table = Table(title=title, title_justify="left")
+    for column in ("stage", "steps", "loss", "tokens/s", "resumed from"):
+        table.add_column(column, justify="left" if column in ("stage", "resumed from") else "right")
+    for stage in result.stages:
+        rate = stage.tokens_per_s
+        table.add_row(stage.method, str(stage.steps),
+                      "-" if stage.train_loss is None else f"{stage.train_loss:.4f}",
+                      "-" if rate is None else f"{rate:.1f}", stage.resumed_from or "-")
+    console.print(table)
+    kind = ("LoRA adapter (in-process it loads merged onto its base; vLLM serves it by name: "
+            "`agentic-loop serve --model DIR`)" if result.adapter else "model")
+    console.print(f"{kind}: {escape(str(result.model_dir))}; card: "
+                  f"{escape(str(result.model_dir / 'model_card.yaml'))}", highlight=False,
+                  soft_wrap=True)
+    console.print(f"use it: load_chat_model({result.spec!r})", highlight=False, soft_wrap=True)
