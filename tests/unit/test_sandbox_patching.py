@@ -321,7 +321,8 @@ def test_numpy_arrays_cross_as_data_and_nan_in_them_is_refused() -> None:
              "g = grid()\nassert g.dtype == np.int32 and g.shape == (2, 3)",
              "assert total() == 15 and type(total()) is int",
              "assert not np.array_equal(broken(), [1.0, 2.0])"]
-    result = run(code, tests)
+    # numpy imports in both sandboxed processes: a budget for a loaded machine, not a 5 s one
+    result = run_python_tests(code, tests, timeout_s=30.0)
     assert [c.passed for c in result.cases] == [True, True, True, False], errors(result)
     assert (result.cases[3].error or "").startswith("NotPlainData: NaN")
 
