@@ -131,7 +131,29 @@ def _drop_root(uid: int | None) -> None:
 
 
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_MS_NOSUID, _MS_NODEV = 2, 4
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC = 2, 4, 4096, 16384
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes are written as octal ``\\ooo``."""
+    parts = field.split("\\")
+    return parts[0] + "".join(chr(int(p[:3], 8)) + p[3:] if p[:3].isdigit() else "\\" + p
+                              for p in parts[1:])
+
+
+def _mounts_below(where: str) -> list[str]:
+    """The outermost mount points strictly below ``where`` (from ``/proc/self/mountinfo``)."""
+    found: list[str] = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            point = _unescape(line.split()[4])
+            if point.startswith(where.rstrip("/") + "/"):
+                found.append(point)
+    outer: list[str] = []
+    for point in sorted(set(found), key=len):
+        if not any(point.startswith(o + "/") for o in outer):
+            outer.append(point)
+    return outer
 
 
 def _private_tmpfs(mounts: dict[str, list[int]] | None) -> None:
@@ -158,11 +180,21 @@ def _private_tmpfs(mounts: dict[str, list[int]] | None) -> None:
         with open(f"/proc/self/{name}", "w", encoding="ascii") as fh:
             fh.write(text)
     for where, (size_mb, inodes) in mounts.items():
+        # what is mounted below (an interpreter bound inside /tmp, when a checkout lives there)
+        # is held open and bound again on top of the new tmpfs, read-only as it was
+        below = [(point, os.open(point, os.O_PATH)) for point in _mounts_below(where)]
         options = f"size={int(size_mb) * 1024 * 1024},nr_inodes={int(inodes)},mode=1777"
         if libc.mount(b"tmpfs", os.fsencode(where), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                       options.encode()) != 0:
             raise PermissionError(f"{MARK}could not mount a private tmpfs on {where} "
                                   f"({os.strerror(ctypes.get_errno())})")
+        for point, fd in below:
+            os.makedirs(point, mode=0o755, exist_ok=True)
+            if libc.mount(os.fsencode(f"/proc/self/fd/{fd}"), os.fsencode(point), None,
+                          _MS_BIND | _MS_REC, None) != 0:
+                raise PermissionError(f"{MARK}could not bind {point} again over {where} "
+                                      f"({os.strerror(ctypes.get_errno())})")
+            os.close(fd)
     os.chdir(os.getcwd())  # the same path, now the new mount (the cwd was the one below)
     for cap in range(_LAST_CAP + 1):
         _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
