@@ -30,7 +30,33 @@ from rich.markup import escape
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, deprecated
-from agentic_loop.cli.train import grpo_options, print_training, run_training
+from agentic_loop.cli.train import (  # the flags both commands take, declared once
+    BaseFlag,
+    BatchSizeFlag,
+    BetaFlag,
+    CheckRewardWeightFlag,
+    DryRunFlag,
+    EpochsFlag,
+    FormatPenaltyFlag,
+    LearningRateFlag,
+    LlmFeaturesFlag,
+    LoraFlag,
+    MaxCompletionLengthFlag,
+    MaxLengthFlag,
+    MaxStepsFlag,
+    MethodFlag,
+    NoMergeFlag,
+    NumGenerationsFlag,
+    ResumeFlag,
+    RewardWorkersFlag,
+    SeedFlag,
+    TemperatureFlag,
+    UseVllmFlag,
+    VllmModeFlag,
+    grpo_options,
+    print_training,
+    run_training,
+)
 from agentic_loop.errors import ConfigError
 
 __all__ = ["distill_command"]
@@ -48,33 +74,18 @@ def distill_command(
         "--from-trajectories",
         help="Run the whole loop from TrajectoryLog folders or .jsonl files (repeat for "
              "several).")] = None,
-    method: Annotated[str, typer.Option("--method", help="sft, dpo, sft+dpo or grpo.")] = "sft",
-    base: Annotated[str, typer.Option(
-        "--base", help="Base model: local, local:<dir> or an HF dir.")] = "local",
-    lora: Annotated[bool, typer.Option(
-        "--lora", help="Train a LoRA adapter (PEFT) instead of every weight.")] = False,
-    no_merge: Annotated[bool, typer.Option(
-        "--no-merge",
-        help="Keep the LoRA adapter unmerged (vLLM serves it by name and swaps it live; "
-             "in-process it loads merged onto its base).")] = False,
-    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")] = None,
-    epochs: Annotated[float, typer.Option("--epochs", help="Passes over the data.")] = 1.0,
-    beta: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        "--beta", help="KL strength: DPO (default 0.1), GRPO (default 0.04, 0: no "
-                       "reference model).")] = None,
-    learning_rate: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        "--learning-rate",
-        help="Default: 2e-5 SFT, 5e-6 DPO, 1e-6 GRPO (x10 with --lora).")] = None,
-    batch_size: Annotated[int, typer.Option(
-        "--batch-size", help="Per-device batch size (grpo: completions, a multiple of "
-                             "--num-generations).")] = 4,
-    max_length: Annotated[int, typer.Option(
-        "--max-length", help="Truncate sequences to N tokens.")] = 512,
-    seed: Annotated[int, typer.Option("--seed", help="Seeds LoRA init, data order, dropout.")] = 0,
-    resume: Annotated[bool, typer.Option(
-        "--resume/--no-resume",
-        help="Continue an interrupted run from its last checkpoint.")] = True,
+    method: MethodFlag = "sft",
+    base: BaseFlag = "local",
+    lora: LoraFlag = False,
+    no_merge: NoMergeFlag = False,
+    max_steps: MaxStepsFlag = None,
+    epochs: EpochsFlag = 1.0,
+    beta: BetaFlag = None,
+    learning_rate: LearningRateFlag = None,
+    batch_size: BatchSizeFlag = 4,
+    max_length: MaxLengthFlag = 512,
+    seed: SeedFlag = 0,
+    resume: ResumeFlag = True,
     golden: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--golden",
         help="Golden-set JSONL for the loop's gate (needed with --from-trajectories).")] = None,
@@ -86,33 +97,16 @@ def distill_command(
         "--pii", help="The loop's export PII gate: spacy, regex or off.")] = "spacy",
     min_score: Annotated[float, typer.Option(
         "--min-score", help="The loop's export reward threshold, in [0, 1].")] = 0.8,
-    num_generations: Annotated[int, typer.Option(
-        "--num-generations", help="grpo: completions sampled per prompt.")] = 4,
-    max_completion_length: Annotated[int, typer.Option(
-        "--max-completion-length", help="grpo: tokens per sampled completion.")] = 128,
-    temperature: Annotated[float, typer.Option(
-        "--temperature", help="grpo: sampling temperature.")] = 1.0,
-    use_vllm: Annotated[Optional[bool], typer.Option(  # noqa: UP045
-        "--use-vllm/--no-vllm",
-        help="grpo: generate with vLLM (default: on a GPU with vllm installed).")] = None,
-    vllm_mode: Annotated[str, typer.Option(
-        "--vllm-mode", help="grpo: colocate (in the training process) or server.")] = "colocate",
-    reward_workers: Annotated[int, typer.Option(
-        "--reward-workers",
-        help="grpo: score rewards in N processes (for expensive checks: code tests).")] = 0,
-    check_reward_weight: Annotated[float, typer.Option(
-        "--check-reward-weight",
-        help="grpo: weight of each per-check reward (0: logged, not trained on).")] = 0.0,
-    format_penalty: Annotated[float, typer.Option(
-        "--format-penalty",
-        help="grpo: weight of -1 for empty or cut-off completions (0: off).")] = 0.0,
-    llm_features: Annotated[str, typer.Option(
-        "--llm-features",
-        help="grpo: a rubric's LLM-judged features: checks (score its checks only) or "
-             "refuse.")] = "checks",
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
-    ] = False,
+    num_generations: NumGenerationsFlag = 4,
+    max_completion_length: MaxCompletionLengthFlag = 128,
+    temperature: TemperatureFlag = 1.0,
+    use_vllm: UseVllmFlag = None,
+    vllm_mode: VllmModeFlag = "colocate",
+    reward_workers: RewardWorkersFlag = 0,
+    check_reward_weight: CheckRewardWeightFlag = 0.0,
+    format_penalty: FormatPenaltyFlag = 0.0,
+    llm_features: LlmFeaturesFlag = "checks",
+    dry_run: DryRunFlag = False,
 ) -> None:
     """Distill data into a model's weights with TRL; or run export -> train -> eval -> promote.
 

@@ -41,17 +41,73 @@ __all__ = ["cli_args", "grpo_options", "print_dry_run", "print_training", "run_t
            "train_command"]
 
 
+# The flags `train` shares with `distill` (whose --data is train's deprecated spelling and whose
+# --from-trajectories trains with the same knobs), declared once.
+MethodFlag = Annotated[str, typer.Option("--method", help="sft, dpo, sft+dpo or grpo.")]
+BaseFlag = Annotated[str, typer.Option(
+    "--base", help="Base model: local, local:<dir> or an HF dir.")]
+LoraFlag = Annotated[bool, typer.Option(
+    "--lora", help="Train a LoRA adapter (PEFT) instead of every weight.")]
+NoMergeFlag = Annotated[bool, typer.Option(
+    "--no-merge",
+    help="Keep the LoRA adapter unmerged (vLLM serves it by name and swaps it live; "
+         "in-process it loads merged onto its base).")]
+MaxStepsFlag = Annotated[int | None, typer.Option(
+    "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")]
+EpochsFlag = Annotated[float, typer.Option("--epochs", help="Passes over the data.")]
+LearningRateFlag = Annotated[float | None, typer.Option(
+    "--learning-rate",
+    help="Default: 2e-5 SFT, 5e-6 DPO, 1e-6 GRPO (x10 with --lora).")]
+BatchSizeFlag = Annotated[int, typer.Option(
+    "--batch-size", help="Per-device batch size (grpo: completions, a multiple of "
+                         "--num-generations).")]
+MaxLengthFlag = Annotated[int, typer.Option(
+    "--max-length", help="Truncate sequences to N tokens.")]
+BetaFlag = Annotated[float | None, typer.Option(
+    "--beta", help="KL strength: DPO (default 0.1), GRPO (default 0.04, 0: no "
+                   "reference model).")]
+SeedFlag = Annotated[int, typer.Option("--seed", help="Seeds LoRA init, data order, dropout.")]
+ResumeFlag = Annotated[bool, typer.Option(
+    "--resume/--no-resume",
+    help="Continue an interrupted run from its last checkpoint.")]
+NumGenerationsFlag = Annotated[int, typer.Option(
+    "--num-generations", help="grpo: completions sampled per prompt.")]
+MaxCompletionLengthFlag = Annotated[int, typer.Option(
+    "--max-completion-length", help="grpo: tokens per sampled completion.")]
+TemperatureFlag = Annotated[float, typer.Option(
+    "--temperature", help="grpo: sampling temperature.")]
+UseVllmFlag = Annotated[bool | None, typer.Option(
+    "--use-vllm/--no-vllm",
+    help="grpo: generate with vLLM (default: on a GPU with vllm installed).")]
+VllmModeFlag = Annotated[str, typer.Option(
+    "--vllm-mode", help="grpo: colocate (in the training process) or server.")]
+RewardWorkersFlag = Annotated[int, typer.Option(
+    "--reward-workers",
+    help="grpo: score rewards in N processes (for expensive checks: code tests).")]
+CheckRewardWeightFlag = Annotated[float, typer.Option(
+    "--check-reward-weight",
+    help="grpo: weight of each per-check reward (0: logged, not trained on).")]
+FormatPenaltyFlag = Annotated[float, typer.Option(
+    "--format-penalty",
+    help="grpo: weight of -1 for empty or cut-off completions (0: off).")]
+LlmFeaturesFlag = Annotated[str, typer.Option(
+    "--llm-features",
+    help="grpo: a rubric's LLM-judged features: checks (score its checks only) or "
+         "refuse.")]
+DryRunFlag = Annotated[bool, typer.Option(
+    "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
+    ]
+
+
 @app.command("train")
 def train_command(
     data: Annotated[Path, typer.Option(
         "--data", help="A dataset folder written by `agentic-loop export` (grpo: or a task "
                        "file).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where the model and its card go.")],
-    method: Annotated[str, typer.Option("--method", help="sft, dpo, sft+dpo or grpo.")] = "sft",
-    base: Annotated[str, typer.Option(
-        "--base", help="Base model: local, local:<dir> or an HF dir.")] = "local",
-    lora: Annotated[bool, typer.Option(
-        "--lora", help="Train a LoRA adapter (PEFT) instead of every weight.")] = False,
+    method: MethodFlag = "sft",
+    base: BaseFlag = "local",
+    lora: LoraFlag = False,
     lora_r: Annotated[int, typer.Option("--lora-r", help="LoRA rank.")] = 16,
     lora_alpha: Annotated[int, typer.Option("--lora-alpha", help="LoRA scaling alpha.")] = 32,
     lora_dropout: Annotated[float, typer.Option("--lora-dropout", help="LoRA dropout.")] = 0.05,
@@ -59,31 +115,22 @@ def train_command(
         "--lora-target-modules",
         help="Modules LoRA adapts: all-linear, or names joined by commas (q_proj,v_proj).")
     ] = "all-linear",
-    no_merge: Annotated[bool, typer.Option(
-        "--no-merge",
-        help="Keep the LoRA adapter unmerged (vLLM serves it by name and swaps it live; "
-             "in-process it loads merged onto its base).")] = False,
-    max_steps: Annotated[int | None, typer.Option(
-        "--max-steps", help="Stop after N optimizer steps (overrides --epochs).")] = None,
-    epochs: Annotated[float, typer.Option("--epochs", help="Passes over the data.")] = 1.0,
-    learning_rate: Annotated[float | None, typer.Option(
-        "--learning-rate",
-        help="Default: 2e-5 SFT, 5e-6 DPO, 1e-6 GRPO (x10 with --lora).")] = None,
+    no_merge: NoMergeFlag = False,
+    max_steps: MaxStepsFlag = None,
+    epochs: EpochsFlag = 1.0,
+    learning_rate: LearningRateFlag = None,
     lr_scheduler_type: Annotated[str, typer.Option(
         "--lr-scheduler-type", help="linear, cosine, constant, constant_with_warmup, ... "
                                     "(transformers' SchedulerType).")] = "linear",
     warmup_steps: Annotated[float, typer.Option(
         "--warmup-steps", help="Linear warmup: N steps, or below 1 a fraction of the run.")
     ] = 0.0,
-    batch_size: Annotated[int, typer.Option(
-        "--batch-size", help="Per-device batch size (grpo: completions, a multiple of "
-                             "--num-generations).")] = 4,
+    batch_size: BatchSizeFlag = 4,
     gradient_accumulation_steps: Annotated[int, typer.Option(
         "--gradient-accumulation-steps", help="Batches summed per optimizer step.")] = 1,
     gradient_checkpointing: Annotated[bool, typer.Option(
         "--gradient-checkpointing", help="Recompute activations: less memory, slower.")] = False,
-    max_length: Annotated[int, typer.Option(
-        "--max-length", help="Truncate sequences to N tokens.")] = 512,
+    max_length: MaxLengthFlag = 512,
     validation_split: Annotated[float, typer.Option(
         "--validation-split",
         help="Hold out this share of the rows (sft, dpo) and report its eval_loss.")] = 0.0,
@@ -92,40 +139,19 @@ def train_command(
                             "(comma-separated; TensorBoard's go to OUT/logs).")] = "none",
     save_steps: Annotated[int, typer.Option(
         "--save-steps", help="Checkpoint (and score the held-out share) every N steps.")] = 50,
-    beta: Annotated[float | None, typer.Option(
-        "--beta", help="KL strength: DPO (default 0.1), GRPO (default 0.04, 0: no "
-                       "reference model).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seeds LoRA init, data order, dropout.")] = 0,
-    resume: Annotated[bool, typer.Option(
-        "--resume/--no-resume",
-        help="Continue an interrupted run from its last checkpoint.")] = True,
-    num_generations: Annotated[int, typer.Option(
-        "--num-generations", help="grpo: completions sampled per prompt.")] = 4,
-    max_completion_length: Annotated[int, typer.Option(
-        "--max-completion-length", help="grpo: tokens per sampled completion.")] = 128,
-    temperature: Annotated[float, typer.Option(
-        "--temperature", help="grpo: sampling temperature.")] = 1.0,
-    use_vllm: Annotated[bool | None, typer.Option(
-        "--use-vllm/--no-vllm",
-        help="grpo: generate with vLLM (default: on a GPU with vllm installed).")] = None,
-    vllm_mode: Annotated[str, typer.Option(
-        "--vllm-mode", help="grpo: colocate (in the training process) or server.")] = "colocate",
-    reward_workers: Annotated[int, typer.Option(
-        "--reward-workers",
-        help="grpo: score rewards in N processes (for expensive checks: code tests).")] = 0,
-    check_reward_weight: Annotated[float, typer.Option(
-        "--check-reward-weight",
-        help="grpo: weight of each per-check reward (0: logged, not trained on).")] = 0.0,
-    format_penalty: Annotated[float, typer.Option(
-        "--format-penalty",
-        help="grpo: weight of -1 for empty or cut-off completions (0: off).")] = 0.0,
-    llm_features: Annotated[str, typer.Option(
-        "--llm-features",
-        help="grpo: a rubric's LLM-judged features: checks (score its checks only) or "
-             "refuse.")] = "checks",
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
-    ] = False,
+    beta: BetaFlag = None,
+    seed: SeedFlag = 0,
+    resume: ResumeFlag = True,
+    num_generations: NumGenerationsFlag = 4,
+    max_completion_length: MaxCompletionLengthFlag = 128,
+    temperature: TemperatureFlag = 1.0,
+    use_vllm: UseVllmFlag = None,
+    vllm_mode: VllmModeFlag = "colocate",
+    reward_workers: RewardWorkersFlag = 0,
+    check_reward_weight: CheckRewardWeightFlag = 0.0,
+    format_penalty: FormatPenaltyFlag = 0.0,
+    llm_features: LlmFeaturesFlag = "checks",
+    dry_run: DryRunFlag = False,
 ) -> None:
     """Train a model on an exported dataset with TRL: SFT, DPO, SFT then DPO, or GRPO on tasks.
 
