@@ -100,6 +100,22 @@ def test_a_finished_run_is_reused_and_a_different_one_refused(sft_full: TrainRes
         train(dataset, sft_full.model_dir, method="sft", max_steps=3, **FAST)
 
 
+def test_validation_split_and_tensorboard_in_a_real_run(dataset: Path, tmp_path: Path) -> None:
+    """--validation-split scores a held-out share; --report-to tensorboard leaves event files."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = train(dataset, tmp_path / "tb", method="sft", lora=True, max_steps=2,
+                   validation_split=0.34, report_to="tensorboard", save_steps=1, **FAST)
+    metrics = result.stages[0].metrics
+    assert metrics["eval_loss"] > 0  # the held-out share (2 of 6 rows) was scored
+    logs = sorted((result.model_dir / "logs").rglob("events.out.tfevents.*"))
+    assert logs, f"no TensorBoard event file under {result.model_dir / 'logs'}"
+    events = EventAccumulator(str(logs[0].parent))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "eval/loss"} <= tags, tags
+
+
 def test_dpo_with_lora_merged(dataset: Path, tmp_path: Path) -> None:
     result = train(dataset, tmp_path / "dpo", method="dpo", lora=True, max_steps=2, **FAST)
     assert not (result.model_dir / "adapter_config.json").exists()
