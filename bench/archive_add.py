@@ -6,21 +6,12 @@ and ``bench/archive.py`` is long enough without it.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rich.console import Console
+from archive_common import console, timed
 
 from agentic_loop.memory import Archive, Embedder
-
-console = Console(stderr=True)
-
-
-def timed(fn, *args, **kwargs) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return time.perf_counter() - start, result
 
 
 def bench_add(real: Embedder, texts: list[str], workdir: Path) -> dict:

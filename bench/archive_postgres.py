@@ -41,14 +41,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from archive import (  # noqa: E402
+import corpus  # noqa: E402
+from archive_common import (  # noqa: E402
     N_BASE,
     RESULTS,
     CorpusEmbedder,
     bench_embedder,
     build_archive,
     console,
-    corpus,
     percentiles,
     timed,
 )
@@ -299,8 +299,9 @@ def bench_postgres(emb: CorpusEmbedder, texts: list[str], queries: list[str],
     result["notes"] = [
         "Ratios are Postgres / FAISS measured in the same run; above 1 means Postgres is slower "
         "(search) or faster (add throughput).",
-        "Query and entry embeddings are precomputed (bench/archive.py's CorpusEmbedder): with "
-        "all-MiniLM-L6-v2 every search adds the same ~20 ms to both, and every add ~2 embeddings.",
+        "Query and entry embeddings are precomputed (bench/archive_common.py's CorpusEmbedder): "
+        "with all-MiniLM-L6-v2 every search adds the same ~20 ms to both, and every add ~2 "
+        "embeddings.",
         "Postgres runs on the same 2 cores, over a Unix socket: a networked server adds its "
         "round trips.",
         "The 100k vectors are real embeddings of 20k sentences plus noise per copy (as in the "

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from agentic_loop.judges.sandbox import runner
 from agentic_loop.judges.sandbox.isolation import isolation
 from agentic_loop.judges.sandbox.run import ALL_LAYERS, SandboxResult, run_python_tests
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's layers are Linux's")
+RUNNER = runner.__name__  # the sandboxed program's parts live under it
 
 
 def attack(code: str, tests: str | list[str] = "assert True") -> SandboxResult:
@@ -275,14 +277,17 @@ def test_rewriting_the_hook_and_the_harness_changes_no_verdict(target: Path) -> 
     server.listen()
     server.settimeout(0.3)
     code = f"""
-import __main__, ctypes, os, socket, sys
-for name in list(vars(__main__)):
-    if callable(getattr(__main__, name)) and not name.startswith('__'):
-        setattr(__main__, name, lambda *a, **k: None)
-__main__._inside = lambda root, path: True
-__main__._SPAWN_EVENTS = frozenset()
-__main__._PATH_EVENTS = {{}}
-__main__.MARK = 'x'
+import ctypes, os, socket, sys
+parts = [m for n, m in list(sys.modules.items()) if n.startswith({RUNNER + '.'!r})]
+for part in parts:
+    for name in list(vars(part)):
+        if callable(getattr(part, name)) and not name.startswith('__'):
+            setattr(part, name, lambda *a, **k: None)
+    part.MARK = 'x'
+audit = sys.modules[{RUNNER + '.audit'!r}]
+audit._inside = lambda root, path: True
+audit._SPAWN_EVENTS = frozenset()
+audit._PATH_EVENTS = {{}}
 def attempt(what, fn):
     try:
         print('RESULT', what, 'did', fn())

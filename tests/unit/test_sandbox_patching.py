@@ -14,8 +14,9 @@ import math
 
 import pytest
 
-from agentic_loop.judges.sandbox import _runner as runner
 from agentic_loop.judges.sandbox.run import SandboxResult, run_python_tests
+from agentic_loop.judges.sandbox.runner import client, names, solution, wire
+from agentic_loop.judges.sandbox.runner.common import NotPlainData
 
 HAS_NUMPY = importlib.util.find_spec("numpy") is not None
 
@@ -93,13 +94,13 @@ def test_the_patched_names_work_for_a_right_solution() -> None:
 def test_forged_origin_hints_cannot_choose_the_tests_code() -> None:
     """The solution's process rewrites its own hints; the tests only import a library
     object under its own name, so `solve` cannot become unittest.mock's always-equal `_ANY`."""
-    code = ("import __main__\n"
-            "__main__._origin = lambda v: {'lib': ['unittest.mock', '_ANY']}\n"
+    forge = f"import sys\nsys.modules[{solution.__name__!r}]._origin = lambda v: "
+    code = (forge + "{'lib': ['unittest.mock', '_ANY']}\n"
             "def solve():\n    return 0\n"
             "def label():\n    return 'no'\n")
     result = run(code, ["assert solve() == 42", "assert label() == 'yes'"])
     assert result.n_passed == 0, errors(result)
-    as_module = "import __main__\n__main__._origin = lambda v: {'mod': 'unittest.mock'}\n" + (
+    as_module = forge + "{'mod': 'unittest.mock'}\n" + (
         "def solve():\n    return 0\n")
     assert run(as_module, "assert solve() == 42").n_passed == 0
 
@@ -352,7 +353,7 @@ def test_numpy_arrays_cross_as_data_and_nan_in_them_is_refused() -> None:
 )
 def test_the_source_tells_imports_from_the_solutions_names(source: str,
                                                           imported_only: set[str]) -> None:
-    scope = runner._module_scope(source)
+    scope = names.module_scope(source)
     assert scope is not None
     imports, others, _stars = scope
     assert {n for n in imports if n not in others} == imported_only
@@ -365,22 +366,22 @@ def test_values_round_trip_and_subclasses_lose_their_methods() -> None:
 
         __hash__ = int.__hash__
 
-    value = runner.decode(runner.encode([Liar(3), {"k": (1.5, b"x")}, {2, 3}], repr), repr)
+    value = wire.decode(wire.encode([Liar(3), {"k": (1.5, b"x")}, {2, 3}], repr), repr)
     assert value == [3, {"k": (1.5, b"x")}, {2, 3}]
     assert type(value[0]) is int and value[0] != 4
-    with pytest.raises(runner.NotPlainData, match="NaN"):
-        runner.decode(runner.encode({"a": [math.nan]}, repr), repr, strict=True)
-    assert math.isnan(runner.decode(math.nan, repr))  # the solution's side may receive NaN
+    with pytest.raises(NotPlainData, match="NaN"):
+        wire.decode(wire.encode({"a": [math.nan]}, repr), repr, strict=True)
+    assert math.isnan(wire.decode(math.nan, repr))  # the solution's side may receive NaN
     for malformed in ({"q": [1, 0]}, {"nt": ["P", ["1x"], [1]]}, {"dd": ["print", []]},
                       {"dt": ["date", [2024, 13, 1], None]}, {"zz": 1}, {"l": [1], "t": []}):
         with pytest.raises((ValueError, TypeError, ArithmeticError)):
-            runner.decode(malformed, repr, strict=True)
+            wire.decode(malformed, repr, strict=True)
 
 
 def test_imports_are_only_what_the_tests_process_finds_itself() -> None:
-    assert runner._import_here("math", "isclose") is math.isclose
+    assert client.import_here("math", "isclose") is math.isclose
     for module, qualname in [("__main__", ""), ("os; import sys", ""), ("math", "__import__('os')"),
                              ("no_such_module_here", ""), ("math", "no_such_name")]:
-        assert runner._import_here(module, qualname) is runner._MISSING
-    assert runner._own_name(["unittest.mock", "_ANY"], "solve") is None
-    assert runner._own_name(["math", "isclose"], "isclose") == ("math", "isclose")
+        assert client.import_here(module, qualname) is client.MISSING
+    assert client.own_name(["unittest.mock", "_ANY"], "solve") is None
+    assert client.own_name(["math", "isclose"], "isclose") == ("math", "isclose")

@@ -39,13 +39,15 @@ from agentic_loop.judges.sandbox.run import (
     SandboxUnavailableError,
     run_python_tests,
 )
+from agentic_loop.judges.sandbox.runner import audit
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's layers are Linux's")
 
-HOOK_OFF = """
-import __main__
-__main__._inside = lambda root, path: True  # the advisory hook off: only the OS layers hold
-__main__._SPAWN_EVENTS = frozenset()
+HOOK_OFF = f"""
+import sys
+_audit = sys.modules[{audit.__name__!r}]
+_audit._inside = lambda root, path: True  # the advisory hook off: only the OS layers hold
+_audit._SPAWN_EVENTS = frozenset()
 """
 MEMORY_MB = 128
 SETTINGS = ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/overcommit_memory")

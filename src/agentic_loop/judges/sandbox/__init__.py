@@ -6,9 +6,9 @@ runs a solution against its tests (the public verb, :func:`run_python_tests`);
 what it verified; :mod:`.bwrap` builds the bubblewrap command and splits the
 memory budget; :mod:`.launch` starts a sandboxed process (as an unprivileged
 host uid when the caller is root) and kills it with everything inside;
-:mod:`.seccomp` writes the system-call filter; ``_runner.py`` is the child
-program, handed to ``python -I -c`` inside the sandbox and never imported by
-the library.
+:mod:`.seccomp` writes the system-call filter; :mod:`.runner` holds the parts
+of the child program, which its bootstrap embeds and hands to ``python -I -c``
+inside the sandbox (the library only reads their source).
 
 Example:
     >>> from agentic_loop.judges.sandbox import run_python_tests

@@ -42,9 +42,9 @@ import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from agentic_loop.errors import JudgeError
+from agentic_loop.judges.sandbox.runner import bootstrap_source
 
 __all__ = ["INODES_PER_MB", "SANDBOX_DIR", "SANDBOX_ID", "MemoryPlan", "bwrap_command",
            "bwrap_executable", "host_env", "plan_memory", "runner_source"]
@@ -119,8 +119,8 @@ def plan_memory(memory_mb: int, fsize_mb: int) -> MemoryPlan:
 
 @functools.cache
 def runner_source() -> str:
-    """The child runner's source, passed to ``python -I -c``."""
-    return Path(__file__).with_name("_runner.py").read_text(encoding="utf-8")
+    """The child runner's program, passed to ``python -I -c`` (see :mod:`.runner`)."""
+    return bootstrap_source()
 
 
 @functools.cache

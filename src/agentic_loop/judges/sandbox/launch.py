@@ -12,9 +12,10 @@ interpreter under a root-only ``/root`` and mounts ``devpts``), and the
 sandbox's uid 65534 maps to a host uid no one uses, picked per process so
 that ``RLIMIT_NPROC`` counts that process alone. The runner starts as
 namespace root holding ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_SETPCAP``
-only, and switches to 65534 before it reads anything else (``_drop_root`` in
-the runner). Without bwrap, a root caller's child is started as such a uid
-directly. A non-root caller's processes keep its uid, as before.
+only, and switches to 65534 before it reads anything else
+(:func:`~agentic_loop.judges.sandbox.runner.privileges.drop_root`). Without
+bwrap, a root caller's child is started as such a uid directly. A non-root
+caller's processes keep its uid, as before.
 
 What each start actually got is checked by the probe, from the inside and by
 the kernel's word (:mod:`~agentic_loop.judges.sandbox.isolation`).

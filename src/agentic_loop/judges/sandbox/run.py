@@ -15,7 +15,7 @@ let it decide its own verdict. Each call starts **two** sandboxed processes:
   containers of them, fractions, decimals, dates, numeric numpy arrays) or
   stays an opaque handle to an object in the solution process. The tests
   process writes the verdict to a file descriptor only the parent holds
-  (``_runner``'s docstring has the exact rules).
+  (:mod:`~agentic_loop.judges.sandbox.runner`'s docstring has the exact rules).
 
 What is guaranteed (on a machine with every layer of :data:`ALL_LAYERS`;
 ``strict=True`` refuses to run without them):
