@@ -36,7 +36,8 @@ IFEVAL_KEYWORDS = {
 
 
 def test_keywords_are_exactly_the_design_ones_plus_python_tests() -> None:
-    assert set(CONSTRAINT_KEYWORDS) == DESIGN_KEYWORDS | {"python_tests"} | IFEVAL_KEYWORDS
+    assert set(CONSTRAINT_KEYWORDS) == (DESIGN_KEYWORDS | {"python_tests"} | IFEVAL_KEYWORDS
+                                        | {"check"})  # check: the user's own, by reference
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,9 @@ def test_feature_kind_and_target_rules() -> None:
     with pytest.raises(ValueError, match="description must be"):
         Feature("n", "   ")
     with pytest.raises(TypeError, match="check must be a callable"):
-        Feature("n", "x", check="len")  # type: ignore[arg-type]
+        Feature("n", "x", check=42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="check 'len' is not a registered check name"):
+        Feature("n", "x", check="len")  # a string is a reference (judges/check_refs.py)
     assert Feature("n", "x", target=[1, None]).target == (1, None)
 
 
@@ -276,7 +278,7 @@ def test_constraint_rubric_round_trips_through_json() -> None:
         "word_frequency": {"word": "book", "count": [2, None]},
         "letter_frequency": {"letter": "q", "count": [1, None]}, "placeholder_count": [2, None],
         "first_word": "Read", "repeat_request": "Write a tagline.", "two_responses": True,
-        "language": "en",
+        "language": "en", "check": "operator:contains",
     }
     assert set(constraints) == set(CONSTRAINT_KEYWORDS)
     rubric = Rubric.for_constraints(
@@ -300,9 +302,9 @@ def test_rubric_from_task_file_record() -> None:
     assert rubric.evaluate(record["task"], "Stories for curious minds").passed
 
 
-def test_custom_checks_cannot_be_saved() -> None:
+def test_lambda_checks_cannot_be_saved() -> None:
     rubric = Rubric([Feature("mine", "Mine.", check=lambda t, o: True)])
-    with pytest.raises(ValueError, match="'mine' is a custom Python check and cannot be saved"):
+    with pytest.raises(ValueError, match="'mine': its check .*lambda and cannot be saved"):
         rubric.to_dict()
 
 

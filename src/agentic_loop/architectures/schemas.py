@@ -151,11 +151,22 @@ class RunSettings(BaseModel):
     @field_validator("constraints")
     @classmethod
     def _known_constraints(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Refuse a constraint ``Rubric.for_constraints`` does not know, when the run starts."""
+        """Refuse a constraint ``Rubric.for_constraints`` does not know, when the run starts.
+
+        A user's check comes only by a name the server registered: a served graph takes
+        context from anyone who can reach it, and an import path would import their choice.
+        """
         if value is not None:
             if not value:
                 raise ConfigError("constraints={} names no check; leave it out to keep the "
                                   "graph's rubric, or name at least one constraint")
+            check = value.get("check")
+            ref = check.get("ref") if isinstance(check, dict) else check
+            if isinstance(ref, str) and ":" in ref:
+                raise ConfigError(
+                    f"constraints check={ref!r}: a run's context may name only a registered "
+                    "check (register_check('name', fn) in the served code), never an import "
+                    "path; pass the name, or give the graph a rubric in code")
             Rubric.for_constraints(**value)
         return value
 

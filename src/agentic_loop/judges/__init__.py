@@ -12,10 +12,24 @@ Example:
     >>> ev.score, ev.passed
     (10.0, True)
 
+Your own verifier: a check function saved by reference (``"mypkg.checks:valid_invoice"``
+or a name given to :func:`register_check`) travels with a saved rubric and is resolved
+when the rubric is read back (:mod:`.check_refs`).
+
 The rubric a task is scored by when none is given is :func:`rubric_for_task`
 (:mod:`.task_rubric`): its stated constraints as checks, plus two judged features.
 """
 
+from agentic_loop.judges.check_refs import (
+    CheckReferenceError,
+    check_reference,
+    register_check,
+    registered_checks,
+    registrations,
+    resolve_check,
+    restore_registrations,
+    unregister_check,
+)
 from agentic_loop.judges.checks.constraint_features import (
     CONSTRAINT_KEYWORDS,
     constraint_feature,
@@ -48,6 +62,7 @@ from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT, TaskWithRubric, r
 __all__ = [
     "CLICHES",
     "CONSTRAINT_KEYWORDS",
+    "CheckReferenceError",
     "CheckResult",
     "Critic",
     "CriticError",
@@ -74,7 +89,14 @@ __all__ = [
     "extract_code",
     "instruction_rubric",
     "math_rubric",
+    "register_check",
+    "registered_checks",
+    "registrations",
+    "restore_registrations",
+    "resolve_check",
     "rubric_for_task",
+    "check_reference",
+    "unregister_check",
     "inspect_output",
     "run_python_tests",
     "sandbox_layers",

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentic_loop.errors import ConfigError, JudgeError
+from agentic_loop.judges.check_refs import CheckReferenceError, check_reference, resolve_check
 
 # CheckResult and the value types live below this module and the constraint builders (which
 # return checks), so the two never import each other; re-exported here as before.
@@ -106,7 +107,11 @@ class Feature:
             write it as the requirement (``"Use between 10 and 12 words."``).
         weight: relative importance, ``>= 0``.
         check: ``fn(task, output) -> bool | int | CheckResult``; makes this a
-            check feature, computed in Python and never asked of the LLM.
+            check feature, computed in Python and never asked of the LLM. May
+            be given as a reference, ``"package.module:function"`` or a name
+            registered with :func:`~agentic_loop.judges.check_refs.register_check`,
+            resolved now; a saved rubric stores the check by such a reference
+            (:mod:`agentic_loop.judges.check_refs`).
         kind: ``"bool"`` or ``"count"``. Defaults to ``"count"`` when a
             ``target`` is given, else ``"bool"``.
         target: ``(min, max)`` for a count (``max`` may be ``None``).
@@ -123,10 +128,12 @@ class Feature:
     name: str
     description: str
     weight: float = 1.0
-    check: CheckFn | None = field(default=None, compare=False)
+    check: CheckFn | str | None = field(default=None, compare=False)
     kind: FeatureKind | None = None
     target: tuple[int, int | None] | None = None
     constraint: tuple[str, Any] | None = field(default=None, compare=False)
+    #: The reference the check was given as (saved back as given); None for a callable.
+    check_ref: str | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         name = self.name
@@ -153,6 +160,13 @@ class Feature:
         if weight == float("inf"):
             raise ConfigError(f"feature {name!r}: weight must be finite, got {weight!r}")
         object.__setattr__(self, "weight", float(weight))
+        if isinstance(self.check, str):
+            try:
+                function = resolve_check(self.check)
+            except CheckReferenceError as exc:
+                raise CheckReferenceError(f"feature {name!r}: {exc}") from None
+            object.__setattr__(self, "check_ref", self.check.strip())
+            object.__setattr__(self, "check", function)
         if self.check is not None and not callable(self.check):
             raise ConfigError(
                 f"feature {name!r}: check must be a callable (task, output) -> bool | int, "
@@ -273,7 +287,7 @@ class Feature:
                 f"feature {self.name!r} is judged by the LLM; it has no Python check to run"
             )
         try:
-            raw = self.check(task, output)
+            raw = self.check(task, output)  # type: ignore[operator]  # a str is resolved on init
         except Exception as err:  # a broken check must not pass silently as "False"
             raise JudgeError(
                 f"check of feature {self.name!r} raised {type(err).__name__}: {err}; "
@@ -285,12 +299,16 @@ class Feature:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description that :meth:`from_dict` (or a rubric) rebuilds.
 
-        Custom Python checks cannot be saved: only their code knows what they do.
+        A custom Python check is saved by reference (``"check":
+        "package.module:function"`` or its registered name), never as code; a
+        lambda or a nested function has no reference and cannot be saved.
 
         >>> Feature("engaging", "Makes you want to read on.", 2).to_dict()
         ... # doctest: +NORMALIZE_WHITESPACE
         {'name': 'engaging', 'description': 'Makes you want to read on.', 'weight': 2.0,
          'kind': 'bool'}
+        >>> Feature("close", "Close enough.", check="math:isclose").to_dict()["check"]
+        'math:isclose'
         """
         if self.constraint is not None:
             keyword_, value = self.constraint
@@ -299,11 +317,10 @@ class Feature:
             if self.description != _build_constraint(keyword_, value).description:
                 saved["description"] = self.description  # only an override is worth saving
             return saved
-        if self.check is not None:
-            raise ConfigError(
-                f"feature {self.name!r} is a custom Python check and cannot be saved as data; "
-                "build it from a constraint keyword (constraint_feature) or keep the rubric in code"
-            )
+        reference, check = None, self.check
+        if check is not None:
+            assert not isinstance(check, str)  # a reference string is resolved on init
+            reference = self.check_ref or check_reference(check, feature=self.name)
         data: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
@@ -312,6 +329,8 @@ class Feature:
         }
         if self.target is not None:
             data["target"] = list(self.target)
+        if reference is not None:
+            data["check"] = reference
         return data
 
     @classmethod
@@ -335,15 +354,20 @@ class Feature:
                 data["constraint"], data.get("value"), name=data.get("name"),
                 weight=data.get("weight", 1.0), description=data.get("description"),
             )
-        unknown = set(data) - {"name", "description", "weight", "kind", "target"}
+        unknown = set(data) - {"name", "description", "weight", "kind", "target", "check"}
         missing = {"name", "description"} - set(data)
         if unknown or missing:
             raise ConfigError(
                 f"feature {data.get('name')!r}: unknown keys {sorted(unknown)}, missing keys "
-                f"{sorted(missing)}; expected name, description, weight, kind, target"
+                f"{sorted(missing)}; expected name, description, weight, kind, target, check"
             )
+        check = data.get("check")
+        if check is not None and not isinstance(check, str):
+            raise CheckReferenceError(
+                f"feature {data.get('name')!r}: a saved check must be a reference string "
+                f"('package.module:function' or a registered name), got {check!r:.80}")
         target = data.get("target")
         return cls(
-            data["name"], data["description"], data.get("weight", 1.0), kind=data.get("kind"),
-            target=tuple(target) if isinstance(target, list) else target,
+            data["name"], data["description"], data.get("weight", 1.0), check=check,
+            kind=data.get("kind"), target=tuple(target) if isinstance(target, list) else target,
         )

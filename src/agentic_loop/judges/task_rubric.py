@@ -8,6 +8,10 @@ node. Every caller now asks here, once: a task that brings its own rubric (a
 rubric) keeps it, else the first rubric the caller was given, else the
 constraints the task states, parsed from its text.
 
+A task's own rubric may hold the user's check functions: they were saved by
+reference and resolved when the task was read (:mod:`.check_refs`), so every
+stage that asks here (a run, the pool, the gate, GRPO's prompt set) runs them.
+
 The stated constraints become checks that outweigh the two judged features
 (:data:`TASK_CHECK_WEIGHT`: a 135M judge says "true" to nearly anything);
 ``checks_only=True`` gives the checks alone at equal weights (the same score

@@ -8,7 +8,11 @@ task file is JSONL, one task a line::
 
 ``constraints`` are ``Rubric.for_constraints`` keywords; a row may instead
 carry ``"rubric"`` (a saved :meth:`Rubric.to_dict`), or neither (then the
-task's own stated constraints are used). ``id``, ``split`` and
+task's own stated constraints are used). Your own check function goes by
+reference, ``"constraints": {"check": "mypkg.checks:valid_invoice"}`` or a
+rubric feature's ``"check"``, and is imported when the file is read
+(:mod:`agentic_loop.judges.check_refs`); one that does not resolve is an
+error naming the line and the reference. ``id``, ``split`` and
 ``metadata`` are optional. A line may also be plain text (one task), and
 blank lines and ``#`` comments are skipped. Every row is checked when the
 file is read, and an error names ``file:line``.

@@ -7,9 +7,11 @@ A golden file is a task file (:mod:`agentic_loop.tasks.spec`), one task a line::
 
 ``constraints`` are :meth:`Rubric.for_constraints` keywords and become a
 rubric of Python checks, the same for both models, so the comparison is
-deterministic. A row may instead carry ``"rubric"`` (a saved
-:meth:`Rubric.to_dict`), or neither: then the architecture's task rubric
-(the task's own stated constraints plus judged features) is used. What the
+deterministic (``"check": "mypkg.checks:valid_invoice"`` is your own check
+function, by reference). A row may instead carry ``"rubric"`` (a saved
+:meth:`Rubric.to_dict`, its custom checks by reference), or neither: then the
+architecture's task rubric (the task's own stated constraints plus judged
+features) is used. What the
 golden set adds to a task file: every task has an ``id`` (default: its
 line number), and ids are unique, because they pair the two models' scores.
 

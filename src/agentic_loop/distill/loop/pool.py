@@ -9,6 +9,9 @@ new trajectories since the last round) and checked before any model runs:
   its Python checks (:func:`~agentic_loop.distill.train.prompt_set.lock_rubric`),
   so a model never grades its own samples; a task with no check cannot be
   scored and is left out (counted);
+* a user's own check saved by reference (``"check": "mypkg.checks:valid_invoice"``,
+  :mod:`agentic_loop.judges.check_refs`) is kept: the pool file each round writes and
+  reads back names it, and a reference that does not resolve stops the round with its name;
 * the pool is **held apart from the golden set**: a task file that shares a
   task with the golden set is refused (it would train on the exam); tasks of
   trajectory logs that match a golden task are dropped and counted, since a
@@ -33,6 +36,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.distill.data.samples import task_key
@@ -40,7 +44,7 @@ from agentic_loop.distill.data.sources import read_runs
 from agentic_loop.distill.loop.state import Watermark
 from agentic_loop.distill.train.prompt_set import lock_rubric
 from agentic_loop.errors import AgenticLoopError, ConfigError, StorageError
-from agentic_loop.judges import Rubric, rubric_for_task
+from agentic_loop.judges import CheckReferenceError, Rubric, rubric_for_task
 from agentic_loop.paths import make_dir
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.text_places import data_root, record_place
@@ -136,14 +140,26 @@ def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermar
         if task_key(t.task) in exam:
             dropped += 1
             continue
-        try:
-            specs.append(TaskSpec(task=t.task, rubric=t.rubric) if t.rubric
-                         else TaskSpec(task=t.task))
-        except (AgenticLoopError, ValueError, TypeError):
-            specs.append(TaskSpec(task=t.task))  # an unreadable saved rubric: the stated checks
+        rubric = _logged_rubric(t.rubric, t.id) if t.rubric else None
+        specs.append(TaskSpec(task=t.task, rubric=rubric) if rubric is not None
+                     else TaskSpec(task=t.task))
     pool, unscored = lock_pool(specs)
     return TrajectoryPool(pool, watermark.after(new), runs=len(new), unscored=unscored,
                           golden_dropped=dropped)
+
+
+def _logged_rubric(saved: dict[str, Any], run_id: str) -> Rubric | None:
+    """A run's logged rubric; None when unreadable (names only: the stated checks are used).
+
+    A user's check that is named but does not resolve is an error, never a silent switch to
+    other checks.
+    """
+    try:
+        return Rubric.from_dict(saved)
+    except CheckReferenceError as exc:
+        raise CheckReferenceError(f"run {run_id} of the trajectory logs: {exc}") from None
+    except (AgenticLoopError, ValueError, TypeError):
+        return None
 
 
 def write_pool(path: Path, pool: Sequence[TaskSpec]) -> None:

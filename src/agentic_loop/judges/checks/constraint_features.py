@@ -26,7 +26,9 @@ max)``, ``word_frequency={"word": w, "count": (min, max)}``,
 ``letter_frequency={"letter": c, "count": (min, max)}``,
 ``placeholder_count=(min, max)`` (``[placeholders]``), ``first_word=w``,
 ``repeat_request=text``, ``two_responses=True`` and ``language="de"`` (a code
-or name). Any ``max`` may be ``None`` (no upper bound).
+or name). Any ``max`` may be ``None`` (no upper bound). Your own verifier:
+``check="package.module:function"`` (or a registered name; see
+:mod:`agentic_loop.judges.check_refs`), described by its docstring's first line.
 
 Rules shared by all: a blank output fails every yes/no constraint (an empty
 reply complies with nothing), and ``answer`` never reveals the expected
