@@ -33,8 +33,10 @@ def test_sft_keeps_accepted_finals_and_distinct_accepted_drafts() -> None:
         ("Write a slogan for a bakery.", "Warm bread, every morning.", 0.8),
     ]
     assert [(s.name, s.before, s.after) for s in log.steps] == [
-        ("sft candidates", 8, 8), ("score threshold", 8, 5), ("exact duplicates", 5, 5),
-        ("near duplicates", 5, 4), ("per-task cap", 4, 4)]
+        ("sft candidates", 8, 8), ("failed check", 8, 5), ("guard flags", 5, 5),
+        ("score threshold", 5, 5), ("exact duplicates", 5, 5), ("near duplicates", 5, 4),
+        ("per-task cap", 4, 4)]
+    assert log.drops == {"sft rows": {"failed_check": 3}}  # the 3 failing drafts
 
 
 def test_sft_rows_are_trl_conversational_messages() -> None:
@@ -83,6 +85,12 @@ def test_pair_format_is_trl_conversational() -> None:
     assert row["metadata"]["chosen_iteration"] == 1 and row["metadata"]["rejected_iteration"] == 0
 
 
+def all_passing(run: Trajectory) -> Trajectory:
+    """``run`` with every round's checks held: only the scores tell its drafts apart."""
+    rounds = [r.model_copy(update={"passed": True}) for r in run.rounds]
+    return run.model_copy(update={"rounds": rounds})
+
+
 @pytest.mark.parametrize(("low", "high", "gap", "expected"), [
     (4.0, 6.0, 0.2, 1),   # exactly the gap: 0.6 - 0.4 is 0.2, not 0.19999999999999996
     (4.1, 6.0, 0.2, 0),   # just under
@@ -90,17 +98,36 @@ def test_pair_format_is_trl_conversational() -> None:
     (1.0, 9.0, 0.8, 1),
 ])
 def test_min_gap(low: float, high: float, gap: float, expected: int) -> None:
-    run = make_run("t", [("low answer", low), ("high answer", high)])
+    run = all_passing(make_run("t", [("low answer", low), ("high answer", high)]))
     pairs = preference_pairs(trajectory_samples(run), min_score=0.5, min_gap=gap,
                              log=CurationLog())
     assert len(pairs) == expected
 
 
+def test_a_rejected_side_that_failed_a_check_needs_no_min_gap() -> None:
+    # make_run marks drafts under 8 as failing: 0.2 < 0.9 by less than the gap, but a check failed
+    run = make_run("t", [("low answer", 2.0), ("high answer", 9.0)])
+    log = CurationLog()
+    pairs = preference_pairs(trajectory_samples(run), min_score=0.5, min_gap=0.8, log=log)
+    assert len(pairs) == 1 and pairs[0].metadata.rejected_passed is False
+    same = make_run("t", [("low answer", 9.0), ("high answer", 9.0)], final="high answer",
+                    final_score=9.0)
+    same.rounds[0].passed = False  # failed, but not scored lower: no preference to learn
+    assert preference_pairs(trajectory_samples(same), min_score=0.5, log=log) == []
+    assert log.drops["pairs"]["rejected_not_worse"] == 1
+
+
 def test_chosen_must_reach_min_score_and_rejected_must_be_earlier() -> None:
-    weak = make_run("t", [("bad", 1.0), ("meh", 6.0)])
+    weak = all_passing(make_run("t", [("bad", 1.0), ("meh", 6.0)]))
     log = CurationLog()
     assert preference_pairs(trajectory_samples(weak), min_score=0.8, log=log) == []
-    assert log.steps[1].name == "chosen meets min_score" and log.steps[1].after == 0
+    step = next(s for s in log.steps if s.name == "chosen meets min_score")
+    assert step.before == 1 and step.after == 0
+    assert log.drops == {"pairs": {"chosen_below_threshold": 1}}
+    failing = make_run("t", [("bad", 1.0), ("meh", 6.0)])  # "meh" failed a check: never chosen
+    log = CurationLog()
+    assert preference_pairs(trajectory_samples(failing), min_score=0.5, log=log) == []
+    assert log.drops == {"pairs": {"chosen_failed_check": 1}}
     # the best draft came first: later worse drafts are not "early drafts vs the accepted final"
     regress = make_run("t", [("great", 9.0), ("worse", 2.0)], final="great", final_score=9.0)
     assert preference_pairs(trajectory_samples(regress), min_score=0.8, log=CurationLog()) == []

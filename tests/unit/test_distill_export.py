@@ -100,7 +100,7 @@ def test_an_empty_result_names_the_filter_and_writes_nothing(tmp_path: Path) -> 
     export(logs, out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(EmptyExportError,
-                       match=r"SFT rows: 'score threshold' removed the last 8 .*lower --min-score"):
+                       match=r"SFT rows: 'score threshold' removed the last 5 .*lower --min-score"):
         export(logs, out, min_score=1.0)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     consenting = write_log(tmp_path / "consent", [make_run("t", [("a", 9.0)], consent=False)])
@@ -228,7 +228,10 @@ def test_planted_pii_run_through_an_architecture_never_reaches_an_exported_file(
     log = TrajectoryLog(tmp_path / "logs")
     for task in tasks:
         # the model echoes the task's personal data in both drafts; the first one fails the rubric
-        llm = ScriptedChatModel(responses=[f"draft: {task}", f"Done as asked. {task}"])
+        # (the second says something of its own: an answer that is only the task restated is
+        # a recital, which never trains)
+        llm = ScriptedChatModel(responses=[f"draft: {task}", "All handled, and a confirmation "
+                                           f"goes out by tomorrow morning at the latest. {task}"])
         arch = Reflection(llm, rubric=rubric, max_iterations=2, target_score=9.5, trajectories=log)
         result = arch.run(task)
         assert result.iterations == 2

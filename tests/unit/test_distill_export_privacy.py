@@ -45,8 +45,10 @@ def planted_runs() -> list[Trajectory]:
         run = make_run(record["task"], drafts, final=record["final"], final_score=9.0)
         # the final output is a scored round too, so it reaches sft.jsonl and pairs.jsonl
         run.rounds.append(Round(iteration=len(run.rounds), draft=record["final"], score=9.0,
-                                passed=True, critique=f"critique quoting {record['task']}",
-                                guards={"task_copy": f"copies {record['task'][:40]!r}"}))
+                                passed=True, critique=f"critique quoting {record['task']}"))
+        # a guard reason quotes the text: counted in the manifest, never written out (a
+        # flagged draft trains only as a rejected side, so it is on the first draft)
+        run.rounds[0].guards = {"task_copy": f"copies {record['task'][:40]!r}"}
         runs.append(run)
     return runs
 

@@ -114,3 +114,28 @@ def test_a_model_that_answers_nothing_never_passes(architecture: type, tmp_path)
             {"root_cause": "empty", "correction": "write", "lesson": "Write something."}] * 3})
         result = architecture(llm, rubric=rubric, max_iterations=3, **extra).run("Tagline.")
         assert not result.passed and result.score == 0.0
+
+
+@pytest.mark.parametrize("task, output, flag", [
+    ("Write a tagline for a bakery in all lowercase, as exactly 3 bullet points.",
+     "- write a tagline for a bakery in all lowercase\n- use exactly 3 bullet points\n- lowercase",
+     "recital"),
+    ("Describe a sunset in two sentences without the letter z.",
+     "Describe a sunset. Two sentences, without the letter z. A sunset.", "recital"),
+    ("Write a haiku.", "hahahahaha hahahahaha", "degenerate"),
+    ("Name a fruit.", "Sooooooooo many!!!!!!!! apples", "degenerate"),
+])
+def test_recitals_and_degenerate_text_are_flagged(task: str, output: str, flag: str) -> None:
+    assert flag in inspect_output(task, output).flags
+
+
+@pytest.mark.parametrize("task, output", [
+    ("Write CSS for a white card.", "card { color: #ffffff; border: 1px solid #aaaaaa; }"),
+    ("Write one line of a scary story.", "Aaaaah! she screamed, and the lights went out."),
+    ("Tom has 12 apples and buys 30 more. How many apples does Tom have now?",
+     "Tom starts with 12 and adds 30, so 12 + 30 = 42. He has 42 apples."),
+    ("Write a tagline for a bakery in all lowercase.",
+     "a tagline for a bakery: warm bread at dawn"),
+])
+def test_answers_that_echo_some_of_the_task_are_not_recitals(task: str, output: str) -> None:
+    assert inspect_output(task, output).flags == []

@@ -75,3 +75,12 @@ def test_weights_are_validated() -> None:
         RewardWeights(verifier=float("inf"))
     with pytest.raises(ValidationError):
         RewardWeights(rubrik=1)  # type: ignore[call-arg]
+
+
+def test_absent_feedback_is_neutral_neither_penalty_nor_bonus() -> None:
+    for score in (2.0, 6.0, 9.0):
+        for rate in (None, 0.0, 1.0):
+            absent = composite_reward(score, rate, None, 5.0)
+            assert composite_reward(score, rate, "down", 5.0) < absent
+            assert absent < composite_reward(score, rate, "up", 5.0)
+            assert absent == composite_reward(score, rate, latency_s=5.0)  # just left out

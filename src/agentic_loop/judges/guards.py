@@ -30,8 +30,19 @@ What each flag means:
   repeated rightly;
 - ``check_wording``: the output recites a check's own description (a run
   of 6+ words of it, or the whole of a shorter one);
+- ``recital``: the output restates the task's instructions or its
+  requirements instead of doing them ("Use exactly 3 bullets, no word
+  'we'..."): clauses whose word bigrams come 60%+ from the instructions or
+  one requirement make up 60%+ of its words, and at most 20% of its words
+  are new (6+ words; a task that asks for a repeat is never flagged);
+- ``degenerate``: text no writer means: a letter 8+ times in a row
+  ("soooooooo"), a 2-4 letter chunk 5+ times in a row ("hahahahaha"), or a
+  punctuation mark 8+ times in a row (rules such as ``-----`` aside; hex
+  numbers such as ``#ffffff`` are not text);
 - ``empty``: nothing but whitespace.
 
+Every flag keeps an output out of SFT rows and the chosen side of DPO
+pairs (see :mod:`agentic_loop.distill.data.datasets`).
 ``empty``, ``task_copy`` and ``exemplar_copy`` *void* the checks (see
 :attr:`GuardReport.voids`): a rubric gives such an output no credit for any
 check and never passes it, whatever the checks alone would say ("avoid the
@@ -64,7 +75,8 @@ __all__ = ["COPY_THRESHOLD", "GUARD_NAMES", "VOIDING", "GuardReport", "inspect_o
            "instructions_of", "overlap", "word_similarity"]
 
 GUARD_NAMES = (
-    "empty", "repetition", "length_gaming", "task_copy", "exemplar_copy", "check_wording")
+    "empty", "repetition", "length_gaming", "task_copy", "exemplar_copy", "check_wording",
+    "recital", "degenerate")
 #: Flags that void every check: the output did not attempt the task.
 VOIDING = ("empty", "task_copy", "exemplar_copy")
 #: A near-copy of an exemplar: this share of trigrams from it, or this word-sequence similarity.
@@ -205,6 +217,40 @@ def _check_wording(words: list[str], check_texts: Iterable[str]) -> str | None:
     return None
 
 
+_CLAUSE = re.compile(r"[\n.!?;,:]+")
+_ASKS_REPEAT = re.compile(r"\brepeat", re.I)
+#: A unit echoes a source when this share of its word bigrams occur in it.
+_ECHO = 0.6
+
+
+def _recital(words: list[str], output: str, task: str, check_texts: Sequence[str]) -> str | None:
+    if len(words) < 6 or _ASKS_REPEAT.search(task):
+        return None
+    sources = [set(_ngrams(_words(text), 2)) for text in (instructions_of(task), *check_texts)]
+    echoed = 0
+    for unit in _CLAUSE.split(output):
+        unit_words = _words(unit)
+        grams = _ngrams(unit_words, 2)
+        if len(unit_words) >= 3 and any(
+                sum(g in source for g in grams) >= _ECHO * len(grams) for source in sources):
+            echoed += len(unit_words)
+    vocabulary = {w for text in (task, *check_texts) for w in _words(text)}
+    novel = sum(w not in vocabulary for w in words)
+    if echoed >= _ECHO * len(words) and novel <= 0.2 * len(words):
+        return (f"{echoed} of its {len(words)} words restate the task or its requirements, "
+                f"{novel} are new")
+    return None
+
+
+_STUTTER = re.compile(r"([a-z])\1{7,}|([a-z]{2,4})\2{4,}|([^\w\s\-=*_#~.`|+])\3{7,}")
+_HEX = re.compile(r"#[0-9a-f]{3,8}\b|\b0x[0-9a-f]+\b|\b[0-9a-f]*\d[0-9a-f]*\b")
+
+
+def _degenerate(output: str) -> str | None:
+    found = _STUTTER.search(_HEX.sub(" ", output.lower()))
+    return f"{found.group(0)[:20]!r} is not language" if found else None
+
+
 def inspect_output(task: str, output: str, *, exemplars: Sequence[str] = (),
                    check_texts: Sequence[str] = ()) -> GuardReport:
     """Run every guard on ``output`` for ``task``; ``exemplars`` are outputs it was shown.
@@ -220,6 +266,10 @@ def inspect_output(task: str, output: str, *, exemplars: Sequence[str] = (),
         "task_copy": _task_copy(words, task),
         "exemplar_copy": _exemplar_copy(output, exemplars),
         "check_wording": _check_wording(words, check_texts),
+        "recital": None,
+        "degenerate": _degenerate(output),
     }
+    if found["task_copy"] is None:  # a whole copy is flagged once, as the voiding kind
+        found["recital"] = _recital(words, output, task, check_texts)
     reasons = {name: why for name, why in found.items() if why}
     return GuardReport(flags=list(reasons), reasons=reasons)

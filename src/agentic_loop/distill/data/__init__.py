@@ -3,6 +3,9 @@
 Enters: trajectory logs (and archives), read by file with every bad line named.
 Leaves: ``sft.jsonl``, ``pairs.jsonl`` and ``manifest.json`` (:func:`export_datasets`).
 Between: filters, :class:`PiiGate` redaction, rewards in ``[0, 1]``, curation.
+Only what the checks accept trains: every sample carries its verdict (every
+check held, guard flags; :mod:`.verdicts`), and failing or flagged samples
+never become SFT rows or chosen responses; the manifest counts each drop.
 
 Example:
     >>> from agentic_loop.distill.data import PiiGate, composite_reward

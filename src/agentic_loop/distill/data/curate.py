@@ -14,7 +14,9 @@ how many items came in, how many went on, and why. Filters on runs:
   digits generalized) fewer than ``k`` distinct users (or runs) share; a
   rare task can identify its author even with names removed.
 
-Filters on samples: :func:`score_threshold`, :func:`drop_exact_duplicates`,
+Filters on samples: :func:`keep_trainable` (only samples whose checks all held
+and on which no reward-hacking guard fired train; each drop is counted by
+its rule in :attr:`CurationLog.drops`), :func:`score_threshold`, :func:`drop_exact_duplicates`,
 :func:`drop_near_duplicates` (embedding cosine on both prompt and response),
 :func:`cap_per_task` (diversity: no task floods the set).
 
@@ -56,6 +58,7 @@ __all__ = [
     "drop_near_duplicates",
     "filter_consent",
     "filter_k_anonymity",
+    "keep_trainable",
     "latency_bound",
     "score_threshold",
     "task_pattern",
@@ -95,9 +98,26 @@ class FilterStep:
 
 @dataclass
 class CurationLog:
-    """The ordered record of every filter applied in one export."""
+    """The ordered record of every filter applied in one export.
+
+    ``drops`` counts, per unit, what each training rule removed (``failed_check``,
+    ``guard:<flag>``, ``below_threshold``, ...): the manifest's ``dropped`` field.
+    """
 
     steps: list[FilterStep] = field(default_factory=list)
+    drops: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count_drop(self, unit: str, rule: str, n: int = 1) -> None:
+        """Count ``n`` items of ``unit`` that ``rule`` removed.
+
+        >>> log = CurationLog(); log.count_drop("sft rows", "failed_check", 2)
+        >>> log.count_drop("sft rows", "guard:recital"); log.count_drop("pairs", "x", 0)
+        >>> log.drops
+        {'sft rows': {'failed_check': 2, 'guard:recital': 1}}
+        """
+        if n:
+            bucket = self.drops.setdefault(unit, {})
+            bucket[rule] = bucket.get(rule, 0) + n
 
     def record(self, name: str, unit: str, before: int, after: int, detail: str = "") -> None:
         """Append a step's counts."""
@@ -224,6 +244,43 @@ def filter_k_anonymity(runs: Sequence[Trajectory], k: int | None) -> list[Trajec
 
 
 # -- sample filters ----------------------------------------------------------------------
+
+
+def keep_trainable(items: Sequence[T], sample_of: Callable[[T], Sample], log: CurationLog,
+                   unit: str, side: str = "") -> list[T]:
+    """The items whose sample passed every check and raised no guard flag, in two logged steps.
+
+    The loop trains on what its checks accept: a sample that failed a check
+    (``passed is False``) is dropped whatever its score (step ``"failed
+    check"``, rule ``failed_check``), then one a guard flagged (step ``"guard
+    flags"``, rule ``guard:<its first flag>``). ``side`` prefixes the names
+    (``"chosen"`` for DPO pairs). A sample with no check verdict (``passed is
+    None``: its task has no checks) is kept.
+
+    >>> from agentic_loop.distill.data.samples import Sample
+    >>> def sample(passed, flags=()):
+    ...     return Sample("t", "r", 0.9, "round", "run", 0, "m", passed=passed, flags=flags)
+    >>> log = CurationLog()
+    >>> kept = keep_trainable([sample(True), sample(False), sample(None, ("recital",))],
+    ...                       lambda s: s, log, "sft rows")
+    >>> len(kept), log.drops
+    (1, {'sft rows': {'failed_check': 1, 'guard:recital': 1}})
+    """
+    prefix = f"{side} " if side else ""
+    rule = f"{side}_" if side else ""
+    passing = [item for item in items if sample_of(item).passed is not False]
+    log.count_drop(unit, f"{rule}failed_check", len(items) - len(passing))
+    passing = log.keep(f"{prefix}failed check", unit, items, passing,
+                       "every check held")
+    clean = []
+    for item in passing:
+        flags = sample_of(item).flags
+        if flags:
+            log.count_drop(unit, f"{rule}guard:{flags[0]}")
+        else:
+            clean.append(item)
+    return log.keep(f"{prefix}guard flags", unit, passing, clean,
+                    "no guard flag")
 
 
 def score_threshold(samples: Sequence[Sample], min_score: float) -> list[Sample]:

@@ -12,17 +12,24 @@ The prompt of a row is the chat the architectures send for a fresh draft
 a row gets no default system prompt from the model's chat template, so the
 model is trained on exactly what it will be asked.
 
-SFT (rejection sampling, as in RFT): every sample whose reward reaches
-``min_score``: accepted finals, and the *distinct* accepted drafts of the
-same task (several correct answers per task teach more than one), best
-first, exact and near duplicates removed, at most ``max_per_task`` per task.
+SFT (rejection sampling, as in RFT): every sample that passed every check
+of its task's rubric, raised no reward-hacking guard flag (repetition,
+recital of the task or its requirements, padding, a copied exemplar; see
+:mod:`agentic_loop.judges.guards`) and whose reward reaches ``min_score``:
+accepted finals, and the *distinct* accepted drafts of the same task
+(several correct answers per task teach more than one), best first, exact
+and near duplicates removed, at most ``max_per_task`` per task. A high score
+is not acceptance: a draft that failed a check is never a row, whatever its
+score. What each rule dropped is counted in the log's ``drops``.
 
 The losing samples of a best-of-n round (``source="alternative"``) count like
 drafts: an accepted one is one more distinct correct answer.
 
-DPO pairs (same prompt, chosen = highest reward, rejected = lowest, the gap
-at least ``min_gap`` on the [0, 1] scale, the chosen one at least
-``min_score``), from three sources:
+DPO pairs (same prompt, chosen = highest reward among the samples that may
+train, rejected = lowest): the chosen response passed every check, raised
+no guard flag and reaches ``min_score``; the rejected one failed a check
+(and scores lower) or scores at least ``min_gap`` lower on the [0, 1]
+scale. Failing samples are what rejected sides are made of. From three sources:
 
 ``"samples"``
     several runs of one task: the best final output against the worst.
@@ -65,6 +72,7 @@ from agentic_loop.distill.data.curate import (
     cap_per_task,
     drop_exact_duplicates,
     drop_near_duplicates,
+    keep_trainable,
     score_threshold,
 )
 from agentic_loop.distill.data.samples import Sample, SampleSource, task_key
@@ -108,6 +116,8 @@ class SftMeta(BaseModel):
     iteration: int | None
     reward: float
     model_id: str
+    #: every check of the task held (None: the task has no checks)
+    passed: bool | None = None
 
 
 class SftRow(BaseModel):
@@ -129,6 +139,9 @@ class PairMeta(BaseModel):
     rejected_trajectory_id: str
     chosen_iteration: int | None
     rejected_iteration: int | None
+    #: whether each side passed every check (None: the task has no checks)
+    chosen_passed: bool | None = None
+    rejected_passed: bool | None = None
 
 
 class PairRow(BaseModel):
@@ -192,8 +205,10 @@ def sft_rows(
     """
     unit = "sft rows"
     log.record("sft candidates", unit, len(samples), len(samples), "scored drafts and finals")
-    items = log.keep("score threshold", unit, samples, score_threshold(samples, min_score),
-                     f"reward >= {min_score:g}")
+    items = keep_trainable(samples, lambda s: s, log, unit)
+    above = score_threshold(items, min_score)
+    log.count_drop(unit, "below_threshold", len(items) - len(above))
+    items = log.keep("score threshold", unit, items, above, f"reward >= {min_score:g}")
     items = _best_first(items)
     items = log.keep("exact duplicates", unit, items,
                      drop_exact_duplicates(items, lambda s: (s.key, task_key(s.response))))
@@ -211,7 +226,8 @@ def sft_rows(
         SftRow(
             messages=[*_messages(s), Message(role="assistant", content=s.response)],
             metadata=SftMeta(task=s.prompt, source=s.source, trajectory_id=s.trajectory_id,
-                             iteration=s.iteration, reward=s.reward, model_id=s.model_id),
+                             iteration=s.iteration, reward=s.reward, model_id=s.model_id,
+                             passed=s.passed),
         )
         for s in sorted(items, key=lambda s: order[s.key])  # stable: best first within a task
     ]
@@ -226,7 +242,7 @@ def _refine_candidates(samples: Sequence[Sample]) -> list[_Pair]:
     pairs = []
     for run in by_run.values():
         # best reward; on ties the final output, then the later draft (the end of a plateau)
-        chosen = max(run, key=lambda s: (s.reward, s.source == "final",
+        chosen = max(run, key=lambda s: (s.trainable, s.reward, s.source == "final",
                                          -1 if s.iteration is None else s.iteration))
         earlier = [s for s in run if s is not chosen and s.source == "round"
                    and (chosen.iteration is None
@@ -248,7 +264,7 @@ def _best_of_n_candidates(samples: Sequence[Sample]) -> list[_Pair]:
         losers = [s for s in group if s.source == "alternative"]
         if not losers:
             continue
-        chosen = max(group, key=lambda s: (s.reward, s.source != "alternative"))
+        chosen = max(group, key=lambda s: (s.trainable, s.reward, s.source != "alternative"))
         rejected = min((s for s in losers if s is not chosen), key=lambda s: s.reward,
                        default=None)
         if rejected is not None:
@@ -266,7 +282,7 @@ def _sample_candidates(samples: Sequence[Sample]) -> list[_Pair]:
     for group in finals.values():
         if len({s.trajectory_id for s in group}) < 2:
             continue
-        chosen = max(group, key=lambda s: s.reward)
+        chosen = max(group, key=lambda s: (s.trainable, s.reward))
         others = [s for s in group if s.trajectory_id != chosen.trajectory_id]
         pairs.append(_Pair(chosen, min(others, key=lambda s: s.reward), "samples"))
     return pairs
@@ -291,11 +307,16 @@ def preference_pairs(
     log.record("pair candidates", unit, len(pairs), len(pairs),
                f"{len(refine)} from refine rounds, {len(best_of)} from best-of-n rounds, "
                f"{len(across)} across samples of a task")
-    pairs = log.keep("chosen meets min_score", unit, pairs,
-                     [p for p in pairs if p.chosen.reward >= min_score],
+    pairs = keep_trainable(pairs, lambda p: p.chosen, log, unit, side="chosen")
+    above = [p for p in pairs if p.chosen.reward >= min_score]
+    log.count_drop(unit, "chosen_below_threshold", len(pairs) - len(above))
+    pairs = log.keep("chosen meets min_score", unit, pairs, above,
                      f"chosen reward >= {min_score:g}")
-    pairs = log.keep("min gap", unit, pairs, [p for p in pairs if p.gap >= min_gap],
-                     f"chosen - rejected >= {min_gap:g}")
+    worse = [p for p in pairs if p.gap >= min_gap or (p.rejected.passed is False and p.gap > 0)]
+    log.count_drop(unit, "rejected_not_worse", len(pairs) - len(worse))
+    pairs = log.keep("min gap", unit, pairs, worse,
+                     f"chosen - rejected >= {min_gap:g}, or rejected failed a check "
+                     "and scores lower")
     distinct = [p for p in pairs if p.key[1] != p.key[2]]
     pairs = log.keep("duplicate pairs", unit, pairs,
                      drop_exact_duplicates(distinct, lambda p: p.key),
@@ -316,6 +337,7 @@ def preference_pairs(
                 rejected_reward=p.rejected.reward, chosen_trajectory_id=p.chosen.trajectory_id,
                 rejected_trajectory_id=p.rejected.trajectory_id,
                 chosen_iteration=p.chosen.iteration, rejected_iteration=p.rejected.iteration,
+                chosen_passed=p.chosen.passed, rejected_passed=p.rejected.passed,
             ),
         )
         for p in pairs

@@ -15,7 +15,9 @@ and turned into an SFT set and DPO pairs (see
 ``manifest.json``
     sources and hashes, counts after each filter, redactions per entity type and
     per recognizer (never a value), records dropped as unsafe, how often each
-    reward-hacking guard fired, versions (the secret rule set's included), options.
+    reward-hacking guard fired, what each training rule dropped (``dropped``:
+    only samples that passed every check, raised no guard flag and reach the
+    threshold train), versions (the secret rule set's included), options.
 
 Everything is computed before anything is written; each file is replaced
 atomically. Before the first file is written, the folder is recorded as a
@@ -67,7 +69,12 @@ from agentic_loop.distill.data.curate import (
 )
 from agentic_loop.distill.data.datasets import PairRow, SftRow, preference_pairs, sft_rows
 from agentic_loop.distill.data.errors import EmptyExportError, ExportError
-from agentic_loop.distill.data.manifest import guard_counts, rubric_versions, write_manifest
+from agentic_loop.distill.data.manifest import (
+    drop_counts,
+    guard_counts,
+    rubric_versions,
+    write_manifest,
+)
 from agentic_loop.distill.data.pii.gate import PiiGate, PiiMode, PiiReport
 from agentic_loop.distill.data.redact import redact_runs, run_texts
 from agentic_loop.distill.data.samples import (
@@ -113,7 +120,11 @@ _HINTS = {
     "latency outliers": "raise --latency-z",
     "PII gate": "see the PII report for why texts could not be anonymized",
     "k-anonymity": "lower --k-anonymity",
+    "failed check": "only samples whose checks all hold train; sample more (improve --samples)",
+    "guard flags": "flagged samples (repetition, recital, padding, copies) never train",
     "score threshold": "lower --min-score",
+    "chosen failed check": "a chosen response must pass every check",
+    "chosen guard flags": "a flagged response is never chosen",
     "chosen meets min_score": "lower --min-score",
     "min gap": "lower --min-gap",
     "pair candidates": "log refine rounds or run tasks several times",
@@ -142,6 +153,8 @@ class ExportReport:
     problems: list[str]
     sources: list[SourceFile]
     manifest: dict[str, Any] = field(repr=False)
+    #: what each training rule dropped, per output (the manifest's ``dropped``)
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def sft_path(self) -> Path | None:
@@ -348,13 +361,14 @@ def export_datasets(
         "redactions": dict(sorted(redacted.report.redactions.items())),
         "redactions_by_recognizer": dict(sorted(redacted.report.recognizers.items())),
         "guards": guard_counts(pool),
+        "dropped": drop_counts(log.drops),
         "prompt_format": prompt_format(pool, include_exemplars),
         "rubric_versions": rubric_versions(pool),
         "trajectory_schema_versions": _schema_versions(pool),
         "options": options,
     })
     return ExportReport(out, len(sft), len(pairs), list(log.steps), redacted.report,
-                        redacted.dropped, problems, sources, manifest)
+                        redacted.dropped, problems, sources, manifest, manifest["dropped"])
 
 
 def _write(path: Path, rows: Sequence[SftRow] | Sequence[PairRow],

@@ -5,8 +5,11 @@ manifest written next to ``sft.jsonl`` and ``pairs.jsonl`` holds the input
 files with their SHA-256 hashes, the count after every filter, the
 redactions per entity type and per recognizer (counts only: a manifest
 never holds a redacted value), how often each reward-hacking guard fired
-in the exported rounds, the rubric versions and trajectory schema
-versions of the runs used, the options, and the hash of each output file.
+in the exported rounds, what each training rule dropped (``dropped``: a
+sample that failed a check, one a guard flagged, one below the score
+threshold, a pair whose rejected side was not worse), the rubric versions
+and trajectory schema versions of the runs used, the options, and the hash
+of each output file.
 It is written last, so a manifest always describes complete outputs.
 
 Example:
@@ -30,7 +33,8 @@ from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["MANIFEST_SCHEMA_VERSION", "guard_counts", "rubric_versions", "write_manifest"]
+__all__ = ["MANIFEST_SCHEMA_VERSION", "describe_drops", "drop_counts", "guard_counts",
+           "rubric_versions", "write_manifest"]
 
 #: Version of the export's file layout and manifest fields; bumped on incompatible changes.
 MANIFEST_SCHEMA_VERSION = 1
@@ -65,6 +69,37 @@ def guard_counts(runs: Sequence[Trajectory]) -> dict[str, Any]:
             flagged += bool(r.guards)
             fired.update(r.guards.keys())  # flags only: a reason quotes the draft
     return {"rounds": rounds, "rounds_flagged": flagged, "fired": dict(sorted(fired.items()))}
+
+
+def drop_counts(drops: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The manifest's ``dropped`` field: per output (``sft``, ``pairs``), what each rule removed.
+
+    >>> drop_counts({"sft rows": {"guard:recital": 1, "failed_check": 3}})
+    {'sft': {'failed_check': 3, 'guard:recital': 1}, 'pairs': {}}
+    """
+    return {name: dict(sorted(drops.get(unit, {}).items()))
+            for name, unit in (("sft", "sft rows"), ("pairs", "pairs"))}
+
+
+def describe_drops(dropped: dict[str, dict[str, int]]) -> str:
+    """One line for people: what the training rules kept out ("" when nothing).
+
+    >>> describe_drops({"sft": {"failed_check": 3, "guard:recital": 1}, "pairs": {}})
+    'not trained on: SFT rows: 3 failed a check, 1 flagged recital'
+    """
+    words = {"failed_check": "failed a check", "below_threshold": "below the score threshold",
+             "rejected_not_worse": "rejected side not worse"}
+
+    def say(rule: str) -> str:
+        side, _, rest = rule.partition("_") if rule.startswith("chosen_") else ("", "", rule)
+        text = (f"flagged {rest.removeprefix('guard:')}" if rest.startswith("guard:")
+                else words.get(rest, rest.replace("_", " ")))
+        return f"chosen {text}" if side else text
+
+    parts = [f"{label}: " + ", ".join(f"{n} {say(rule)}" for rule, n in counts.items())
+             for label, counts in (("SFT rows", dropped.get("sft", {})),
+                                   ("pairs", dropped.get("pairs", {}))) if counts]
+    return "not trained on: " + "; ".join(parts) if parts else ""
 
 
 def write_manifest(path: Path, fields: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,14 @@ latency         ``min(1, latency_budget_s / latency_s)``    0.05
 The latency component is 1 within the budget (default 10 s) and halves each
 time the latency doubles past it: a penalty for slow runs that never goes
 negative. A component that is missing (``None``) is left out and the
-remaining weights are renormalised, so a run without user feedback is not
-punished for it.
+remaining weights are renormalised: feedback no user gave is neutral, the
+reward is what the other components say (no penalty, no bonus), and it lies
+between the rewards of the same run rated down and rated up.
+
+The export feeds the verifier term wherever a task has verifier checks (an
+exact answer, unit tests: their credit from the recorded check values, see
+:mod:`agentic_loop.distill.data.verdicts`), for every draft as well as the
+final output.
 
 Example:
     >>> composite_reward(8.0)

@@ -8,9 +8,15 @@ reward in ``[0, 1]``, the scale every threshold of the export uses:
 ``"rubric"`` (default)
     ``score / 10``, the rubric's own verdict.
 ``"composite"``
-    :func:`agentic_loop.distill.data.reward.composite_reward`: the final output also
-    gets the user's thumbs up/down and the run's latency; intermediate
-    drafts, which no user saw, get the rubric part only.
+    :func:`agentic_loop.distill.data.reward.composite_reward`: every sample
+    gets the rubric part and, when its task has verifier checks (a known
+    answer, unit tests), their pass rate; the final output also gets the
+    user's thumbs up/down (absent: neutral, left out) and the run's latency;
+    intermediate drafts, which no user saw, get no feedback or latency part.
+
+Every sample also carries its verdict (:mod:`agentic_loop.distill.data.verdicts`):
+whether every check of its task held (``passed``) and which reward-hacking
+guards fired (``flags``); the datasets train only on passing, unflagged samples.
 
 The prompt of every sample is the chat a *fresh draft* is asked with (the
 architectures' system message, the task and its requirements), not the
@@ -32,8 +38,8 @@ Example:
     ...                        Round(iteration=1, draft="Hi!", score=9.0)],
     ...                final_output="Hi!", final_score=9.0, accepted=True)
     >>> samples = trajectory_samples(t)
-    >>> [(s.response, s.reward, s.source) for s in samples]
-    [('yo', 0.4, 'round'), ('Hi!', 0.9, 'final')]
+    >>> [(s.response, s.reward, s.source, s.passed, s.flags) for s in samples]
+    [('yo', 0.4, 'round', None, ()), ('Hi!', 0.9, 'final', True, ())]
     >>> [(role, text[:20]) for role, text in samples[0].chat]
     [('system', 'You are a precise wr'), ('user', 'Say hi.')]
     >>> task_key("  Say   HI. ")
@@ -45,15 +51,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from agentic_loop.distill.data.reward import composite_reward
-from agentic_loop.errors import AgenticLoopError, ConfigError
+from agentic_loop.distill.data.verdicts import SampleJudge, saved_rubric
+from agentic_loop.errors import ConfigError
 from agentic_loop.prompt_format import DraftPrompt, fresh_draft_prompt, rubric_requirements
 from agentic_loop.trajectories import Round, Trajectory
-
-if TYPE_CHECKING:
-    from agentic_loop.judges import Rubric
 
 __all__ = [
     "RETRIEVED_PARTS",
@@ -98,6 +102,15 @@ class Sample:
     model_id: str
     #: the chat before the response, as ``(role, content)`` pairs (default: the task alone)
     chat: tuple[tuple[str, str], ...] = ()
+    #: every check of the task's rubric held (None: no check verdict is known)
+    passed: bool | None = None
+    #: reward-hacking guards that fired on the response (recorded or found at export)
+    flags: tuple[str, ...] = ()
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the sample may be an SFT row or a chosen response: no check failed, no flag."""
+        return self.passed is not False and not self.flags
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -135,22 +148,9 @@ def _is_fresh(prompt: DraftPrompt | None) -> bool:
     return prompt is not None and prompt.template == "generate"
 
 
-def _saved_rubric(trajectory: Trajectory) -> Rubric | None:
-    """The run's rubric rebuilt from its log; ``None`` when none was saved or it cannot be
-    rebuilt (names only: a rubric of custom checks)."""
-    if not trajectory.rubric:
-        return None
-    from agentic_loop.judges import Rubric
-
-    try:
-        return Rubric.from_dict(trajectory.rubric)
-    except (AgenticLoopError, TypeError, ValueError, KeyError):
-        return None
-
-
 def _rebuilt_prompt(trajectory: Trajectory) -> DraftPrompt:
     """The fresh-draft prompt of a run that recorded none: its task and its rubric's checks."""
-    rubric = _saved_rubric(trajectory)
+    rubric = saved_rubric(trajectory)
     requirements = rubric_requirements(rubric) if rubric is not None else ""
     return fresh_draft_prompt(trajectory.task, requirements, rebuilt=True)
 
@@ -216,7 +216,7 @@ def _alternatives_scored_in_full(trajectory: Trajectory) -> bool:
     unknown or unreadable gives no unjudged alternatives (a too-low reward
     would make a wrong pair).
     """
-    rubric = _saved_rubric(trajectory)
+    rubric = saved_rubric(trajectory)
     return rubric is not None and not rubric.llm_features
 
 
@@ -247,13 +247,22 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
         final_round = matches[-1] if matches else None
     final_source: SampleSource = "archive" if trajectory.architecture == "archive" else "final"
 
+    judge = SampleJudge(trajectory)
+    # an accepted run's final passed its checks (archive entries are accepted outputs)
+    accepted: bool | None = True if trajectory.accepted else None
+
     def make(text: str, score: float, iteration: int | None, is_final: bool,
-             sent: DraftPrompt | None = None, source: SampleSource = "round") -> Sample:
-        if is_final and reward == "composite":
-            value = composite_reward(score, feedback=trajectory.feedback,
+             sent: DraftPrompt | None = None, source: SampleSource = "round", *,
+             passed: bool | None = None, guards: dict[str, str] | None = None,
+             features: dict[str, Any] | None = None) -> Sample:
+        verdict = judge.verdict(text, passed, guards or {}, features or {})
+        if reward == "rubric":
+            value = composite_reward(score)
+        elif is_final:
+            value = composite_reward(score, verdict.verifier, feedback=trajectory.feedback,
                                      latency_s=trajectory.latency_s)
         else:
-            value = composite_reward(score)
+            value = composite_reward(score, verdict.verifier)
         return Sample(
             prompt=trajectory.task,
             response=text,
@@ -263,6 +272,8 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
             iteration=iteration,
             model_id=trajectory.model_id,
             chat=_chat(sent, True) if include_exemplars and sent is not None else run_chat,
+            passed=verdict.passed,
+            flags=verdict.flags,
         )
 
     # parsed only for runs with best-of-n losers: the export reads every run
@@ -272,12 +283,16 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
     for i, r in enumerate(trajectory.rounds):
         sent = r.prompt if r.prompt is not None and _is_fresh(r.prompt) else None
         if r.score is not None and r.draft.strip() and r.cut_from is None:
-            samples.append(make(r.draft, r.score, r.iteration, i == final_round, sent))
-        samples += [make(c.draft, c.score, r.iteration, False, sent, "alternative")
+            is_final = i == final_round
+            passed = r.passed if r.passed is not None or not is_final else accepted
+            samples.append(make(r.draft, r.score, r.iteration, is_final, sent, passed=passed,
+                                guards=r.guards, features=r.features))
+        samples += [make(c.draft, c.score, r.iteration, False, sent, "alternative",
+                         passed=c.passed, guards=c.guards, features=c.features)
                     for c in r.alternatives
                     if c.score is not None and c.draft.strip() and c.cut_from is None
                     and (c.judged or exact)]
     if final is not None and final_round is None and final.strip():
         assert trajectory.final_score is not None
-        samples.append(make(final, trajectory.final_score, None, True))
+        samples.append(make(final, trajectory.final_score, None, True, passed=accepted))
     return samples

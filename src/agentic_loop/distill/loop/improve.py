@@ -10,12 +10,14 @@ iteration, with STaR's rationalization):
    by its task's locked rubric of Python checks
    (:mod:`~agentic_loop.distill.loop.grow`); the runs are
    trajectories in ``round-NNN/grown``;
-2. **hint**: tasks with no passing sample are retried once with the
-   verifier's failed checks as a hint; a hinted answer is logged, and
-   trained on, as an answer to the plain task (``round-NNN/hinted``);
+2. **hint**: tasks with no passing sample are retried once with a hint
+   (a known answer, asking for the working; else the verifier's failed
+   checks); a hinted answer is logged, and trained on, as an answer to the
+   plain task (``round-NNN/hinted``);
 3. **data** (the *data gate*): the round's runs through the one export path
    (:func:`~agentic_loop.distill.data.export.export_datasets`: PII gate,
-   curation) with the round's score threshold, which rises each round
+   curation: only samples that pass every check and raise no guard flag
+   train) with the round's score threshold, which rises each round
    (GRPO trains on the pool's prompt set instead);
 4. **train**: LoRA (by default) from the model the last gate kept;
 5. **gate** (the *release gate*): the candidate against that model on a golden set held apart
@@ -61,6 +63,7 @@ from agentic_loop.distill.loop.round import (
 from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.loop.state import RoundState, Watermark, write_json
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import percent
 from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["ImproveBackend", "ImproveProgress", "ImproveResult", "ImproveSettings", "improve",
@@ -140,8 +143,8 @@ def stop_reason(reports: Sequence[ImproveRound], settings: ImproveSettings
         else:
             misses += 1
     if misses >= settings.patience:
-        return "plateau", (f"the golden pass rate has not risen by {settings.min_gain:g} over its "
-                           f"best ({best:.3f}) for {misses} rounds")
+        return "plateau", (f"the golden pass rate has not risen by {percent(settings.min_gain)} "
+                           f"over its best ({percent(best)}) for {misses} rounds")
     if len(reports) >= settings.rounds:
         return "rounds", f"the round budget ({settings.rounds}) is spent"
     return None

@@ -32,6 +32,7 @@ from typing import Any
 from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.loop.gating import eval_runners
 from agentic_loop.distill.loop.grow import (
+    RESTATED,
     failed_tasks,
     grow,
     hint_retry,
@@ -133,7 +134,12 @@ class RoundRunner:
                             round_number=state.number, temperature=self._temperatures(state)[0],
                             max_concurrency=self.settings.max_concurrency,
                             advance=self._advance())
-        return {"retried": len(failed), "accepted": sum(t.accepted for t in hinted)}
+        # rationalized: given the known answer; restated: a draft that only repeated it (dropped
+        # from the data by its guard flag, and counted in the export manifest)
+        return {"retried": len(failed), "accepted": sum(t.accepted for t in hinted),
+                "rationalized": sum(bool(t.metadata["improve"].get("rationalized"))
+                                    for t in hinted),
+                "restated": sum(any(RESTATED in r.guards for r in t.rounds) for t in hinted)}
 
     def _data(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         s = self.settings
@@ -157,11 +163,14 @@ class RoundRunner:
             return self._end(state, f"round {state.number}: nothing to train on: {exc}")
         needs = {"sft": report.sft_rows, "dpo": report.pairs}
         missing = [k for k in ("sft", "dpo") if k in s.method and not needs[k]]
-        result = {"sft_rows": report.sft_rows, "pairs": report.pairs, "dir": str(report.out_dir)}
+        # dropped: what the training rules kept out (failed checks, guard flags, threshold)
+        result = {"sft_rows": report.sft_rows, "pairs": report.pairs, "dir": str(report.out_dir),
+                  "dropped": report.dropped}
         if missing:
             what = " and ".join("SFT rows" if m == "sft" else "DPO pairs" for m in missing)
             return {**result, **self._end(
-                state, f"round {state.number}: no {what} above the threshold {threshold:g} for "
+                state, f"round {state.number}: no {what} that pass every check and reach the "
+                       f"threshold {threshold:g} for "
                        f"method {s.method}; lower --thresholds or raise --samples")}
         return result
 

@@ -29,7 +29,8 @@ habits out.
 
 **Expensive checks** (code run in the sandbox) can be scored in parallel
 processes: ``workers=N`` starts a process pool once (its rubrics travel as
-``Rubric.to_dict``, so custom Python checks need ``workers=0``). A batch is
+``Rubric.to_dict``: a custom Python check goes by reference, ``module:function`` or a
+registered name, and a lambda needs ``workers=0``). A batch is
 scored once; the other functions read the same results.
 
 Example:
@@ -58,7 +59,7 @@ from typing import Any
 
 from agentic_loop.distill.train.prompt_set import PromptTask
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges import Rubric
+from agentic_loop.judges import Rubric, registrations, restore_registrations
 from agentic_loop.judges.rubric import CheckResults
 
 __all__ = ["RewardFunction", "RewardStats", "RubricRewards", "Scored", "completion_text",
@@ -329,21 +330,27 @@ def _format_value(limit: int | None) -> Callable[[Scored, int, int | None],
 _WORKER_TASKS: list[tuple[str, Rubric]] = []
 
 
-def _worker_payload(tasks: Sequence[PromptTask]) -> list[tuple[str, dict[str, Any]]]:
+_Payload = list[tuple[str, dict[str, Any], dict[str, str]]]
+
+
+def _worker_payload(tasks: Sequence[PromptTask]) -> _Payload:
+    """Each task's saved rubric (checks by reference) and its checks' registered names."""
     payload = []
     for number, task in enumerate(tasks, 1):
         try:
-            payload.append((task.task, task.rubric.to_dict()))
+            payload.append((task.task, task.rubric.to_dict(), registrations(
+                f.check for f in task.rubric.check_features)))
         except ConfigError as exc:
             raise ConfigError(
                 f"reward_workers (--reward-workers) sends rubrics to worker processes, and task "
                 f"{number} ({task.task[:60]!r}) has a custom Python check that cannot be sent "
-                f"({exc}); pass reward_workers=0, or use constraint features") from None
+                f"({exc}); pass reward_workers=0, or save the check by reference") from None
     return payload
 
 
-def _init_worker(payload: list[tuple[str, dict[str, Any]]]) -> None:
-    _WORKER_TASKS[:] = [(task, Rubric.from_dict(saved)) for task, saved in payload]
+def _init_worker(payload: _Payload) -> None:
+    restore_registrations({k: v for _, _, names in payload for k, v in names.items()})
+    _WORKER_TASKS[:] = [(task, Rubric.from_dict(saved)) for task, saved, _ in payload]
 
 
 def _score_in_worker(key: tuple[int, str]) -> Scored:
