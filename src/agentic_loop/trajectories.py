@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +68,7 @@ __all__ = [
     "TrajectoryLog",
     "TrajectoryPathError",
     "clean_text",
+    "trajectory_files",
     "fresh_draft_prompt",
     "hash_user_id",
     "rubric_requirements",
@@ -322,3 +323,16 @@ class TrajectoryLog:
 
     def __repr__(self) -> str:
         return f"TrajectoryLog({str(self.dir)!r})"
+
+
+def trajectory_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The trajectory logs under ``paths``: ``.jsonl`` files as given, folders searched for
+    ``trajectories.jsonl`` at any depth (a demo's ``trajectories/train`` and ``held_out``)."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_file() and path.suffix == ".jsonl":
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(path.rglob(TrajectoryLog.FILE))
+    return list(dict.fromkeys(found))

@@ -143,7 +143,8 @@ def test_every_writer_planted_alice_and_recorded_the_places_outside(world: World
 def test_forget_leaves_nothing_of_the_user_anywhere_and_keeps_the_other(world: World,
                                                                        via: str) -> None:
     if via == "api":
-        report = forget_user(ALICE).to_dict()  # every default: the data folder and its places
+        # every default: the data folder and its places
+        report = forget_user(ALICE).model_dump(mode="json")
     else:
         result = CliRunner().invoke(app, ["forget", "--user", ALICE, "--json"])
         assert result.exit_code == 0, result.output

@@ -37,7 +37,8 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct-Q4_1"
 _COMPLETE = "agentic_loop_converted.json"
 
-__all__ = ["EMBEDDED_MODEL_ID", "default_cache_dir", "embedded_gguf_path", "ensure_converted"]
+__all__ = ["EMBEDDED_MODEL_ID", "default_cache_dir", "embedded_gguf_path", "ensure_converted",
+           "is_embedded_conversion"]
 
 
 def default_cache_dir() -> Path:
@@ -95,6 +96,16 @@ def ensure_converted(gguf: Path | None = None, cache_dir: Path | None = None) ->
             return target
         _convert(gguf, target)
     return target
+
+
+def is_embedded_conversion(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds the embedded model as :func:`ensure_converted` wrote it: the
+    weights ``load_chat_model("local")`` loads and names :data:`EMBEDDED_MODEL_ID`."""
+    try:
+        marker = json.loads((Path(folder) / _COMPLETE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and Path(str(marker.get("source", ""))).name == EMBEDDED_GGUF
 
 
 def _convert(gguf: Path, target: Path) -> None:

@@ -13,7 +13,8 @@ and how much, never the data. :func:`withdraw_consent` keeps a user's runs
 but excludes them from every later export.
 
 Modules: :mod:`.api` (the three calls), :mod:`.report` (the report and
-the audit line), :mod:`.selection` (which records go), :mod:`.logs`,
+the audit line, pydantic records; the report says when nothing was
+found), :mod:`.selection` (which records go), :mod:`.logs`,
 :mod:`.memories`, :mod:`.stores`, :mod:`.exports`, :mod:`.models` (one
 store each), :mod:`.recorded` (recorded places), :mod:`.references` (copies
 in other runs), :mod:`.files` (raw lines and leftovers).
@@ -34,13 +35,14 @@ from agentic_loop.distill.forget.api import (
 )
 from agentic_loop.distill.forget.models import AffectedModel
 from agentic_loop.distill.forget.recorded import PlaceResult
-from agentic_loop.distill.forget.report import ErasureAudit, ForgetReport
+from agentic_loop.distill.forget.report import ErasureAudit, ForgetCounts, ForgetReport
 from agentic_loop.distill.forget.selection import Selection
 
 __all__ = [
     "DEFAULT_AUDIT_LOG",
     "AffectedModel",
     "ErasureAudit",
+    "ForgetCounts",
     "ForgetReport",
     "PlaceResult",
     "Selection",

@@ -242,9 +242,10 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
                    "memory": [str(p) for p in mem.collections],
                    "exports": [str(p) for p in folders], "registries": [str(p) for p in regs],
                    "logs": [p.path for p in recorded.logs], "stores": store_labels}
-    report = ForgetReport(selection.kind, dry_run, selection.before, runs, mem, scrubbed,
-                          erasures, models, stores=stores_used, places=[*places, *problems],
-                          store_erasure=held)
+    reached = [*places, *problems]
+    report = ForgetReport.of(selection.kind, dry_run, selection.before, runs, mem, scrubbed,
+                             erasures, models, stores=stores_used, places=reached,
+                             store_erasure=held)
     audit = _audit_path(audit_log, roots[0])
     if not dry_run and audit is not None:
         action: Literal["forget_user", "retention"] = (
@@ -253,8 +254,8 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
             action=action, actor=_actor(actor),
             subject=subject_digest(selection.user_hash) if selection.user_hash else None,
             before=utc_stamp(selection.before) if selection.before else None,
-            counts=report.counts(), models=[m.to_dict() for m in models], stores=stores_used,
-            unreached=[p.path for p in report.places if p.problem]))
+            counts=report.counts(), models=list(models), stores=stores_used,
+            unreached=[p.path for p in reached if p.problem]))
         report.audit_path = audit
     return report
 

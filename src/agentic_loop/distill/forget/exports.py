@@ -37,10 +37,11 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, Field
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_stamp
@@ -58,24 +59,21 @@ MANIFEST = "manifest.json"
 _DATA_FILES = ("sft.jsonl", "pairs.jsonl")
 
 
-@dataclass
-class ExportErasure:
-    """One export folder: rows removed and kept, and its manifest's hash before the rewrite."""
+class ExportErasure(BaseModel):
+    """One export folder: rows removed and kept, and its manifest's hash before the rewrite.
+
+    A record whose JSON is paths and counts only (the manifest's hash and
+    the export's time serve :mod:`.models` and are left out of it).
+    """
 
     dir: Path
     rows_removed: int = 0
     rows_kept: int = 0
     rows_untraced: int = 0
     leftover_lines: int = 0
-    per_file: dict[str, int] = field(default_factory=dict)
-    manifest_sha256_before: str | None = None
-    created_at: datetime | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (paths and counts only)."""
-        return {"dir": str(self.dir), "rows_removed": self.rows_removed,
-                "rows_kept": self.rows_kept, "rows_untraced": self.rows_untraced,
-                "leftover_lines": self.leftover_lines, "per_file": dict(self.per_file)}
+    per_file: dict[str, int] = Field(default_factory=dict)
+    manifest_sha256_before: str | None = Field(default=None, exclude=True)
+    created_at: datetime | None = Field(default=None, exclude=True)
 
 
 def _is_export(folder: Path) -> bool:
@@ -127,7 +125,7 @@ def erase_rows(folders: Sequence[Path], source_ids: set[str], *,
         manifest = _read_manifest(folder) or {}
         created = parse_time(manifest.get("created_at"))
         whole = before is not None and created is not None and created < before
-        result = ExportErasure(folder, manifest_sha256_before=_sha256(folder / MANIFEST),
+        result = ExportErasure(dir=folder, manifest_sha256_before=_sha256(folder / MANIFEST),
                                created_at=created)
 
         def drop(raw: bytes, *, whole: bool = whole) -> bool:

@@ -46,7 +46,7 @@ from agentic_loop.distill.forget.files import leftover_files, parse_time, scrub_
 from agentic_loop.distill.forget.references import scrub_references
 from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.jsonl_log import JsonlLog, LogCorruptionWarning
-from agentic_loop.trajectories import TrajectoryLog
+from agentic_loop.trajectories import TrajectoryLog, trajectory_files
 
 __all__ = ["RunErasure", "erase_lines", "erase_runs", "scrub_runs", "trajectory_files"]
 
@@ -80,19 +80,6 @@ class RunErasure:
         """Counts per kind of record, for the report and the audit (no ids, no data)."""
         return {"trajectories": self.trajectories, "feedback": self.feedback,
                 "consent": self.consent, "leftover_lines": self.leftover_lines}
-
-
-def trajectory_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The trajectory logs under ``paths``: ``.jsonl`` files as given, folders searched for
-    ``trajectories.jsonl`` at any depth."""
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if path.is_file() and path.suffix == ".jsonl":
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(path.rglob(TrajectoryLog.FILE))
-    return list(dict.fromkeys(found))
 
 
 def _mtime(path: Path) -> datetime | None:

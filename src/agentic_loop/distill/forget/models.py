@@ -17,7 +17,7 @@ Example:
     >>> from datetime import UTC, datetime
     >>> from pathlib import Path
     >>> from agentic_loop.distill.forget.exports import ExportErasure
-    >>> hit = ExportErasure(Path("/d/export"), rows_removed=2, manifest_sha256_before="ab")
+    >>> hit = ExportErasure(dir=Path("/d/export"), rows_removed=2, manifest_sha256_before="ab")
     >>> card = {"data": {"dir": "/d/export", "manifest_sha256": "ab"}}
     >>> affects(card, None, [hit], earliest=None)
     'trained on /d/export (2 rows erased from it)'
@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from agentic_loop.distill.forget.exports import ExportErasure
 from agentic_loop.distill.forget.files import parse_time
@@ -42,18 +43,15 @@ from agentic_loop.distill.forget.files import parse_time
 __all__ = ["AffectedModel", "affects", "card_data_dirs", "mark_models"]
 
 
-@dataclass(frozen=True)
-class AffectedModel:
+class AffectedModel(BaseModel):
     """A registered version trained on erased rows: where, which, and why we think so."""
+
+    model_config = ConfigDict(frozen=True)
 
     registry: str
     version: str
     name: str
     reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        """A JSON-ready form."""
-        return asdict(self)
 
 
 def _resolve(path: str | None) -> Path | None:
@@ -108,7 +106,8 @@ def mark_models(roots: Sequence[str | os.PathLike[str]], erasures: Sequence[Expo
             why = affects(version.card, version.registered_at, erasures, earliest=earliest)
             if why is None:
                 continue
-            affected.append(AffectedModel(str(registry.root), version.version, version.name, why))
+            affected.append(AffectedModel(registry=str(registry.root), version=version.version,
+                                          name=version.name, reason=why))
             if not dry_run:
                 registry.record_data_removal(version.version, reason=f"{reason}: {why}")
     return affected

@@ -50,6 +50,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentic_loop.distill.forget.files import strings_in
 from agentic_loop.distill.forget.logs import erase_lines
 from agentic_loop.distill.forget.references import MIN_LOG_COPY_CHARS, scrub_copies
@@ -63,21 +65,19 @@ __all__ = ["GONE", "PlaceResult", "RecordedPlaces", "erase_logs", "recorded_plac
 GONE = "no longer exists; if it was moved or sits on a disk not mounted now, erase it there"
 
 
-@dataclass
-class PlaceResult:
-    """One place an erasure reached (``removed``: records or lines) or could not (``problem``)."""
+class PlaceResult(BaseModel):
+    """One place an erasure reached (``removed``: records or lines) or could not (``problem``).
+
+    A record (a place and counts; never a text): its ``model_dump(mode="json")``
+    is an entry of the report's ``erased``.
+    """
 
     kind: str
     path: str
     what: str
     removed: int = 0
-    problem: str | None = None
     scrubbed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (a place and counts; never a text)."""
-        return {"kind": self.kind, "path": self.path, "what": self.what,
-                "removed": self.removed, "scrubbed": self.scrubbed, "problem": self.problem}
+    problem: str | None = None
 
     def warning(self) -> str:
         """The line the report and the CLI print for a place out of reach."""
@@ -112,13 +112,14 @@ def recorded_places(folders: Sequence[str | os.PathLike[str]], *,
                 {"export": found.exports, "trajectories": found.trajectories,
                  "memory": found.memories}[place.kind].append(where)
             else:
-                found.missing.append(PlaceResult(place.kind, place.path, place.what,
-                                                 problem=GONE if not where.exists()
+                found.missing.append(PlaceResult(kind=place.kind, path=place.path,
+                                                 what=place.what, problem=GONE if not where.exists()
                                                  else "is not a folder"))
         elif place.kind != "log":
-            found.missing.append(PlaceResult(place.kind, place.path, place.what, problem=(
-                f"a newer agentic-loop recorded it as a {place.kind!r} place, which this "
-                "version cannot erase; upgrade and run forget again")))
+            found.missing.append(PlaceResult(
+                kind=place.kind, path=place.path, what=place.what, problem=(
+                    f"a newer agentic-loop recorded it as a {place.kind!r} place, which this "
+                    "version cannot erase; upgrade and run forget again")))
         elif Path(place.path).absolute() not in skipped:
             found.logs.append(place)
     return found
@@ -141,7 +142,7 @@ def erase_logs(places: Sequence[Place], selection: Selection, *, ids: set[str],
     copied = {t for t in erased_texts if len(t) >= MIN_LOG_COPY_CHARS}
     for place in places:
         path = Path(place.path)
-        result = PlaceResult(place.kind, place.path, place.what)
+        result = PlaceResult(kind=place.kind, path=place.path, what=place.what)
         results.append(result)
         if not path.exists():
             result.problem = GONE

@@ -4,26 +4,36 @@ Why apart from the erasure: the report is what a person reads to answer
 "is this user gone?", so it lists every place something was erased from
 (each trajectory log, memory collection, dataset folder, recorded log and
 store, with how many records or lines) and, as warnings, every place the
-erasure knows of but could not reach. Neither the report nor the audit
-line ever holds an id, a text or the user's hash.
+erasure knows of but could not reach; and it says so plainly when it found
+nothing at all (``nothing_found``: a mistyped user id looks the same as a
+user already forgotten). Neither the report nor the audit line ever holds
+an id, a text or the user's hash.
+
+Both are pydantic records: ``ForgetReport.model_dump(mode="json")`` is
+``agentic-loop forget --json``'s output (the shape it always had: ``counts``,
+``exports``, ``models``, ``audit_log``, ``stores``, ``erased``, ``warnings``),
+and ``model_validate`` reads such a file back, an older one included.
 
 Example:
     >>> from agentic_loop.distill.forget.recorded import PlaceResult
-    >>> report = ForgetReport("user", False, None, RunErasure(), MemoryErasure(), 0, [], [],
-    ...                       places=[PlaceResult("log", "/srv/shadow.jsonl", "shadow log",
-    ...                                           problem="no longer exists")])
+    >>> report = ForgetReport.of("user", False, None, RunErasure(), MemoryErasure(), 0, [], [],
+    ...                          places=[PlaceResult(kind="log", path="/srv/shadow.jsonl",
+    ...                                              what="shadow log",
+    ...                                              problem="no longer exists")])
     >>> report.complete, report.warnings
     (False, ['could not reach the shadow log /srv/shadow.jsonl: no longer exists'])
+    >>> report.nothing_found, ForgetReport.model_validate(report.model_dump(mode="json")) == report
+    (True, True)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field, field_serializer
 
 from agentic_loop.clock import utc_stamp
 from agentic_loop.distill.forget.exports import ExportErasure
@@ -33,7 +43,28 @@ from agentic_loop.distill.forget.models import AffectedModel
 from agentic_loop.distill.forget.recorded import PlaceResult
 from agentic_loop.distill.forget.stores import StoreErasure
 
-__all__ = ["ErasureAudit", "ForgetReport"]
+__all__ = ["ErasureAudit", "ForgetCounts", "ForgetReport"]
+
+
+class ForgetCounts(BaseModel):
+    """Records removed per kind (``runs_scrubbed``: other runs rewritten to drop copies;
+    ``log_lines``: lines removed from recorded logs such as a shadow router's;
+    ``log_lines_scrubbed``: other users' lines there that had an erased text replaced;
+    ``leftover_lines``: lines of quarantine files, backups and orphan temporaries)."""
+
+    trajectories: int = 0
+    feedback: int = 0
+    consent: int = 0
+    leftover_lines: int = 0
+    archive_entries: int = 0
+    reflections: int = 0
+    store_records: int = 0
+    runs_scrubbed: int = 0
+    export_rows: int = 0
+    export_rows_untraced: int = 0
+    log_lines: int = 0
+    log_lines_scrubbed: int = 0
+    models_marked: int = 0
 
 
 class ErasureAudit(BaseModel):
@@ -45,80 +76,93 @@ class ErasureAudit(BaseModel):
     subject: str | None = None
     before: str | None = None
     counts: dict[str, int] = Field(default_factory=dict)
-    models: list[dict[str, str]] = Field(default_factory=list)
+    models: list[AffectedModel] = Field(default_factory=list)
     stores: dict[str, list[str]] = Field(default_factory=dict)
     #: places known to hold user text that the erasure could not reach
     unreached: list[str] = Field(default_factory=list)
 
 
-@dataclass
-class ForgetReport:
+def _alias(name: str, old: str, default: Callable[[], Any]) -> Any:
+    """A field stored as ``old`` in the JSON (the name the report always used), read by either."""
+    return Field(default_factory=default, validation_alias=AliasChoices(name, old),
+                 serialization_alias=old)
+
+
+class ForgetReport(BaseModel):
     """What an erasure removed (or, with ``dry_run``, would remove), store by store.
 
-    ``places`` holds the recorded logs and stores reached (with what went
-    from each) and every known place that could not be reached (with its
-    ``problem``); :attr:`warnings` names the latter.
+    ``erased_from`` holds every place something was (or would be) erased
+    from, with how much; ``warnings`` one line per known place that could
+    not be reached. Build one from an erasure's parts with :meth:`of`.
     """
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
     kind: str
     dry_run: bool
-    before: datetime | None
-    runs: RunErasure
-    memory: MemoryErasure
-    runs_scrubbed: int
-    exports: list[ExportErasure]
-    models: list[AffectedModel]
-    audit_path: Path | None = None
-    stores: dict[str, list[str]] = field(default_factory=dict)
-    places: list[PlaceResult] = field(default_factory=list)
-    store_erasure: StoreErasure = field(default_factory=StoreErasure)
+    before: datetime | None = None
+    totals: ForgetCounts = _alias("totals", "counts", ForgetCounts)
+    exports: list[ExportErasure] = Field(default_factory=list)
+    models: list[AffectedModel] = Field(default_factory=list)
+    audit_path: Path | None = _alias("audit_path", "audit_log", lambda: None)
+    stores: dict[str, list[str]] = Field(default_factory=dict)
+    erased_from: list[PlaceResult] = _alias("erased_from", "erased", list)
+    warnings: list[str] = Field(default_factory=list)
+
+    @field_serializer("before")
+    def _stamp(self, before: datetime | None) -> str | None:
+        return utc_stamp(before) if before is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def nothing_found(self) -> bool:
+        """True when nothing of the selection was found anywhere: no record, row, line or
+        model (a user id that matches no run, or one already forgotten)."""
+        return not any(self.counts().values()) and not self.erased_from and not self.models
 
     def counts(self) -> dict[str, int]:
-        """Records removed per kind (``runs_scrubbed``: other runs rewritten to drop copies;
-        ``log_lines``: lines removed from recorded logs such as a shadow router's;
-        ``log_lines_scrubbed``: other users' lines there that had an erased text replaced)."""
-        return {**self.runs.counts(), **{k: v for k, v in self.memory.counts().items()
-                                         if k != "leftover_lines"},
-                "store_records": self.store_erasure.records,
-                "runs_scrubbed": self.runs_scrubbed,
-                "export_rows": sum(e.rows_removed for e in self.exports),
-                "export_rows_untraced": sum(e.rows_untraced for e in self.exports),
-                "log_lines": sum(p.removed for p in self.places if p.kind == "log"),
-                "log_lines_scrubbed": sum(p.scrubbed for p in self.places if p.kind == "log"),
-                "leftover_lines": self.runs.leftover_lines + self.memory.leftover_lines
-                + sum(e.leftover_lines for e in self.exports),
-                "models_marked": len(self.models)}
+        """Records removed per kind (see :class:`ForgetCounts`)."""
+        return self.totals.model_dump()
 
-    @property
-    def warnings(self) -> list[str]:
-        """One line per known place that could not be reached (empty: every copy reached)."""
-        return [p.warning() for p in self.places if p.problem]
+    def erased(self) -> list[PlaceResult]:
+        """Every place something was (or would be) erased from, with how much: trajectory and
+        side logs, memory collections, stores, dataset folders and recorded logs."""
+        return list(self.erased_from)
 
     @property
     def complete(self) -> bool:
         """Whether every place known to hold user text was reached."""
         return not self.warnings
 
-    def erased(self) -> list[PlaceResult]:
-        """Every place something was (or would be) erased from, with how much: trajectory and
-        side logs, memory collections, stores, dataset folders and recorded logs."""
-        found = [PlaceResult("trajectories", f, "trajectory log", n)
-                 for f, n in self.runs.per_file.items() if n]
-        found += [PlaceResult("memory", f, "memory collection", n)
-                  for f, n in self.memory.per_collection.items() if n]
-        found += [PlaceResult("store", s, "memory store", n)
-                  for s, n in self.store_erasure.per_store.items()]
-        found += [PlaceResult("export", str(e.dir), "dataset export",
-                              e.rows_removed + e.leftover_lines) for e in self.exports]
-        found += [p for p in self.places if (p.removed or p.scrubbed) and not p.problem]
-        return found
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (paths and counts; never an id or a text)."""
-        return {"kind": self.kind, "dry_run": self.dry_run,
-                "before": utc_stamp(self.before) if self.before else None,
-                "counts": self.counts(), "exports": [e.to_dict() for e in self.exports],
-                "models": [m.to_dict() for m in self.models],
-                "audit_log": str(self.audit_path) if self.audit_path else None,
-                "stores": self.stores, "erased": [p.to_dict() for p in self.erased()],
-                "warnings": self.warnings}
+    @classmethod
+    def of(cls, kind: str, dry_run: bool, before: datetime | None, runs: RunErasure,
+           memory: MemoryErasure, runs_scrubbed: int, exports: Sequence[ExportErasure],
+           models: Sequence[AffectedModel], *, stores: dict[str, list[str]] | None = None,
+           places: Sequence[PlaceResult] = (),
+           store_erasure: StoreErasure | None = None) -> ForgetReport:
+        """The report of an erasure's parts: ``places`` holds the recorded logs and stores
+        reached (with what went from each) and every known place that could not be reached
+        (with its ``problem``)."""
+        held = store_erasure or StoreErasure()
+        logs = [p for p in places if p.kind == "log"]
+        counts = ForgetCounts(
+            **runs.counts(), archive_entries=memory.archive_entries,
+            reflections=memory.reflections, store_records=held.records,
+            runs_scrubbed=runs_scrubbed, export_rows=sum(e.rows_removed for e in exports),
+            export_rows_untraced=sum(e.rows_untraced for e in exports),
+            log_lines=sum(p.removed for p in logs),
+            log_lines_scrubbed=sum(p.scrubbed for p in logs), models_marked=len(models))
+        counts.leftover_lines = (runs.leftover_lines + memory.leftover_lines
+                                 + sum(e.leftover_lines for e in exports))
+        found = [PlaceResult(kind="trajectories", path=f, what="trajectory log", removed=n)
+                 for f, n in runs.per_file.items() if n]
+        found += [PlaceResult(kind="memory", path=f, what="memory collection", removed=n)
+                  for f, n in memory.per_collection.items() if n]
+        found += [PlaceResult(kind="store", path=s, what="memory store", removed=n)
+                  for s, n in held.per_store.items()]
+        found += [PlaceResult(kind="export", path=str(e.dir), what="dataset export",
+                              removed=e.rows_removed + e.leftover_lines) for e in exports]
+        found += [p for p in places if (p.removed or p.scrubbed) and not p.problem]
+        return cls(kind=kind, dry_run=dry_run, before=before, totals=counts,
+                   exports=list(exports), models=list(models), stores=dict(stores or {}),
+                   erased_from=found, warnings=[p.warning() for p in places if p.problem])

@@ -139,7 +139,8 @@ def _key(label: str) -> str:
 
 def _problem(problems: list[PlaceResult] | None, label: str, why: str) -> None:
     if problems is not None:
-        problems.append(PlaceResult("store", _safe(label), "memory store", problem=why))
+        problems.append(PlaceResult(kind="store", path=_safe(label), what="memory store",
+                                    problem=why))
 
 
 def _namespaces(store: BaseStore) -> list[tuple[str, ...]]:

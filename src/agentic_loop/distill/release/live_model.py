@@ -14,7 +14,9 @@ after a promote or rollback:
   they changed, reads ``current`` and loads the new version's weights (a LoRA
   adapter merged onto its base, see :mod:`agentic_loop.models.weights`). A
   call already running finishes on the version it started with; then the old
-  version's weights are freed.
+  version's weights are freed. Every answer says which version wrote it
+  (``response_metadata["model_name"]``: ``<registry folder>@<version>``), so
+  a run's rounds carry it and ``agentic-loop monitor`` attributes the run.
 
 This module lives in ``distill/release`` (where the registry is), so that
 the registry stays the one reader of its index (rebuilt from the audit log,
@@ -40,8 +42,9 @@ Example (a fake model stands in for the weights; the registry is real):
     >>> llm.invoke("hi").content, llm.model_id
     ('answer of a', 'registry@v1')
     >>> _ = reg.promote("v2")
-    >>> llm.invoke("hi").content, llm.model_id
-    ('answer of b', 'registry@v2')
+    >>> answer = llm.invoke("hi")
+    >>> answer.content, llm.model_id, answer.response_metadata["model_name"]
+    ('answer of b', 'registry@v2', 'registry@v2')
 """
 
 from __future__ import annotations
@@ -127,8 +130,11 @@ class RegistryChatModel(BaseChatModel):
     def model_id(self) -> str:
         """``<registry folder>@<version>`` of the version answering now (trajectories keep it)."""
         self.current()
-        version = self._entry.version if self._entry is not None else "none"
-        return f"{Path(self.registry).name}@{version}"
+        return self._id_of(self._entry)
+
+    def _id_of(self, entry: ModelVersion | None) -> str:
+        """What ``entry``'s answers say wrote them: the monitor reads the version from it."""
+        return f"{Path(self.registry).name}@{entry.version if entry is not None else 'none'}"
 
     @property
     def version(self) -> str:
@@ -138,10 +144,14 @@ class RegistryChatModel(BaseChatModel):
 
     def current(self) -> BaseChatModel:
         """The current version's chat model (loaded when ``current`` moved since the last call)."""
+        return self._answering()[0]
+
+    def _answering(self) -> tuple[BaseChatModel, str]:
+        """The current version's chat model and the id its answers are stamped with."""
         signature = index_signature(self.registry)
         with self._lock:
             if self._model is not None and signature == self._signature:
-                return self._model
+                return self._model, self._id_of(self._entry)
             entry = Registry(self.registry).get("current")
             if self._model is None or self._entry is None or entry.version != self._entry.version:
                 previous = self._entry
@@ -152,7 +162,7 @@ class RegistryChatModel(BaseChatModel):
 
                     release_engine(previous.path)  # its weights go once its calls are answered
             self._signature = signature
-            return self._model
+            return self._model, self._id_of(self._entry)
 
     def _load(self, entry: ModelVersion) -> BaseChatModel:
         if self.loader is not None:
@@ -164,20 +174,33 @@ class RegistryChatModel(BaseChatModel):
 
     # -- delegation: every call goes to the version current at its start ------
 
+    # every answer names the version that wrote it (``model_name``: ``<registry>@<version>``),
+    # whatever the loaded model calls itself: a run's rounds carry it, and the monitor reads it
+
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        return self.current()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        model, answered_by = self._answering()
+        result = model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        for generation in result.generations:
+            generation.message = _stamped(generation.message, answered_by)
+        return result
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None,
                 **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-        yield from self.current()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+        model, answered_by = self._answering()
+        for chunk in model._stream(messages, stop=stop, run_manager=run_manager, **kwargs):
+            if "model_name" in (chunk.message.response_metadata or {}):
+                chunk.message = _stamped(chunk.message, answered_by)
+            yield chunk
 
     def batch(self, inputs: list[LanguageModelInput],
               config: RunnableConfig | list[RunnableConfig] | None = None, *,
               return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
         """The current version's ``batch`` (a local model decodes them in shared batches)."""
-        return self.current().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        model, answered_by = self._answering()
+        answers = model.batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        return [_stamped(a, answered_by) if isinstance(a, BaseMessage) else a for a in answers]
 
     def with_structured_output(self, schema: Any = None, *, include_raw: bool = False,
                                **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
@@ -199,6 +222,12 @@ class RegistryChatModel(BaseChatModel):
         """The current version's ``bind_tools``, looked up again at each call."""
         return _per_call(lambda: self.current().bind_tools(tools, tool_choice=tool_choice,
                                                            **kwargs), "registry-tools")
+
+
+def _stamped(message: Any, model_id: str) -> Any:
+    """``message`` saying ``model_id`` wrote it (``response_metadata["model_name"]``)."""
+    meta = {**(message.response_metadata or {}), "model_name": model_id}
+    return message.model_copy(update={"response_metadata": meta})
 
 
 def _per_call(make: Callable[[], Runnable[Any, Any]], name: str) -> Runnable[Any, Any]:

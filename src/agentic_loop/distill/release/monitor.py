@@ -19,10 +19,14 @@ trigger a rollback. Which runs belong to which version: see
 A breach of a version that is not current (a canary candidate) gives the
 verdict ``hold``: do not promote it; there is nothing to roll back.
 
+The report (:class:`MonitorReport`) is a pydantic record: ``agentic-loop
+monitor --json`` writes ``model_dump(mode="json")``, and ``model_validate``
+reads such a file back, one written by an earlier version included.
+
 Example:
-    >>> from dataclasses import replace
-    >>> base = replace(version_stats("v1", "m-v1", []), runs=100, error_rate=0.02, pass_rate=0.8)
-    >>> new = replace(base, version="v2", error_rate=0.10, pass_rate=0.79)
+    >>> base = version_stats("v1", "m-v1", []).model_copy(
+    ...     update={"runs": 100, "error_rate": 0.02, "pass_rate": 0.8})
+    >>> new = base.model_copy(update={"version": "v2", "error_rate": 0.10, "pass_rate": 0.79})
     >>> [b.metric for b in find_breaches(new, base, MonitorSettings())]
     ['error_rate']
 """
@@ -32,8 +36,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,11 +48,13 @@ from agentic_loop.distill.release.monitor_stats import (
     version_stats,
 )
 from agentic_loop.distill.release.registry import Registry, RegistryError, replay_audit
-from agentic_loop.trajectories import Trajectory, TrajectoryLog
+from agentic_loop.tables import percent
+from agentic_loop.trajectories import Trajectory, TrajectoryLog, trajectory_files
 
 __all__ = ["Breach", "MonitorReport", "MonitorSettings", "Verdict", "find_breaches", "monitor"]
 
 Verdict = Literal["healthy", "breach", "insufficient data", "no baseline"]
+Action = Literal["none", "rolled back", "hold"]
 
 
 class MonitorSettings(BaseModel):
@@ -76,9 +81,10 @@ class MonitorSettings(BaseModel):
         return Window(last_runs=self.window_runs, hours=self.window_hours)
 
 
-@dataclass(frozen=True)
-class Breach:
+class Breach(BaseModel):
     """One metric past its threshold."""
+
+    model_config = ConfigDict(frozen=True)
 
     metric: str
     value: float
@@ -86,10 +92,18 @@ class Breach:
     limit: float
 
     def describe(self, version: str, baseline: str) -> str:
-        """``error_rate 0.120 of v3 > limit 0.045 (1.5x v2's 0.030)``."""
+        """``error_rate 12.0% of v3 > limit 4.5% (from v2's 3.0%)`` (rates in percent)."""
         side = "<" if self.metric in ("pass_rate", "mean_score", "feedback_ratio") else ">"
-        return (f"{self.metric} {self.value:.3f} of {version} {side} limit {self.limit:.3f} "
-                f"(from {baseline}'s {self.baseline:.3f})")
+
+        def num(x: float) -> str:
+            return f"{x:.3f}" if self.metric not in _RATES else percent(x, digits=1)
+
+        return (f"{self.metric} {num(self.value)} of {version} {side} limit {num(self.limit)} "
+                f"(from {baseline}'s {num(self.baseline)})")
+
+
+#: The metrics that are shares of runs, printed in percent like every rate.
+_RATES = ("error_rate", "pass_rate", "feedback_ratio")
 
 
 def find_breaches(checked: VersionStats, baseline: VersionStats,
@@ -100,57 +114,53 @@ def find_breaches(checked: VersionStats, baseline: VersionStats,
         limit = max(baseline.error_rate * s.max_error_ratio,
                     baseline.error_rate + s.min_error_increase)
         if checked.error_rate > limit:
-            out.append(Breach("error_rate", checked.error_rate, baseline.error_rate, limit))
+            out.append(_breach("error_rate", checked.error_rate, baseline.error_rate, limit))
     if s.min_pass_ratio is not None and checked.pass_rate < baseline.pass_rate * s.min_pass_ratio:
-        out.append(Breach("pass_rate", checked.pass_rate, baseline.pass_rate,
-                          baseline.pass_rate * s.min_pass_ratio))
+        out.append(_breach("pass_rate", checked.pass_rate, baseline.pass_rate,
+                           baseline.pass_rate * s.min_pass_ratio))
     if s.min_score_ratio is not None and checked.mean_score is not None \
             and baseline.mean_score is not None \
             and checked.mean_score < baseline.mean_score * s.min_score_ratio:
-        out.append(Breach("mean_score", checked.mean_score, baseline.mean_score,
-                          baseline.mean_score * s.min_score_ratio))
+        out.append(_breach("mean_score", checked.mean_score, baseline.mean_score,
+                           baseline.mean_score * s.min_score_ratio))
     if s.max_latency_ratio is not None and checked.latency_p99 is not None \
             and baseline.latency_p99 is not None \
             and checked.latency_p99 > baseline.latency_p99 * s.max_latency_ratio:
-        out.append(Breach("latency_p99", checked.latency_p99, baseline.latency_p99,
-                          baseline.latency_p99 * s.max_latency_ratio))
+        out.append(_breach("latency_p99", checked.latency_p99, baseline.latency_p99,
+                           baseline.latency_p99 * s.max_latency_ratio))
     if s.min_feedback_ratio is not None and checked.feedback_ratio is not None \
             and baseline.feedback_ratio is not None \
             and min(checked.rated, baseline.rated) >= s.min_rated \
             and checked.feedback_ratio < baseline.feedback_ratio * s.min_feedback_ratio:
-        out.append(Breach("feedback_ratio", checked.feedback_ratio, baseline.feedback_ratio,
-                          baseline.feedback_ratio * s.min_feedback_ratio))
+        out.append(_breach("feedback_ratio", checked.feedback_ratio, baseline.feedback_ratio,
+                           baseline.feedback_ratio * s.min_feedback_ratio))
     return out
 
 
-@dataclass
-class MonitorReport:
-    """What the monitor saw and did."""
+def _breach(metric: str, value: float, baseline: float, limit: float) -> Breach:
+    return Breach(metric=metric, value=value, baseline=baseline, limit=limit)
 
-    stats: list[VersionStats]
+
+class MonitorReport(BaseModel):
+    """What the monitor saw and did (``model_dump(mode="json")`` is ``monitor --json``'s file)."""
+
     version: str | None
     baseline: str | None
     verdict: Verdict
-    breaches: list[Breach] = field(default_factory=list)
-    window: str = ""
-    reason: str = ""
     #: "rolled back", "hold" (a breach of a version that is not current), "none"
-    action: str = "none"
+    action: Action = "none"
     rolled_back_to: str | None = None
+    reason: str = ""
+    window: str = ""
     sync: str | None = None
-    unattributed: dict[str, int] = field(default_factory=dict)
+    breaches: list[Breach] = Field(default_factory=list)
+    stats: list[VersionStats] = Field(default_factory=list)
+    #: runs of no registry version, per model id (never guessed)
+    unattributed: dict[str, int] = Field(default_factory=dict)
 
     def stats_of(self, version: str | None) -> VersionStats | None:
         """The stats of ``version`` (None when it served no run in the window)."""
         return next((s for s in self.stats if s.version == version), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready report."""
-        return {"version": self.version, "baseline": self.baseline, "verdict": self.verdict,
-                "action": self.action, "rolled_back_to": self.rolled_back_to,
-                "reason": self.reason, "window": self.window, "sync": self.sync,
-                "breaches": [b.__dict__ for b in self.breaches],
-                "stats": [s.to_dict() for s in self.stats], "unattributed": self.unattributed}
 
 
 def _rollback_target(registry: Registry) -> str | None:
@@ -162,9 +172,14 @@ def _rollback_target(registry: Registry) -> str | None:
 
 def _trajectories(source: TrajectoryLog | str | os.PathLike[str] | Iterable[Trajectory]
                   ) -> list[Trajectory]:
+    """The runs of ``source``; a folder is read with every trajectory log under it."""
+    if isinstance(source, TrajectoryLog):
+        if source.path.is_file() or source.path.name != TrajectoryLog.FILE:
+            return source.read()
+        source = source.dir  # a folder with no log of its own: the logs in its subfolders
     if isinstance(source, (str, os.PathLike)):
-        return TrajectoryLog(source).read()
-    return source.read() if isinstance(source, TrajectoryLog) else list(source)
+        return [t for f in trajectory_files([source]) for t in TrajectoryLog(f).read()]
+    return list(source)
 
 
 def monitor(trajectories: TrajectoryLog | str | os.PathLike[str] | Iterable[Trajectory],

@@ -16,9 +16,15 @@ when it is, in this order:
 1. the version's served id ``<name>-<version>`` (:func:`~.router.served_model_id`:
    how ``Router.from_registry`` loads a version and how ``serve_registered``
    names it on vLLM), or the version id itself (``v3``);
-2. the version's model folder name (what ``load_chat_model("local:<path>")``
-   calls it), when no other version has a folder of that name;
-3. a name the registry is served under for every version (the live
+2. ``<registry>@<version>``, where ``<registry>`` is the registry folder's
+   name or a name it is served under: what a ``load_chat_model("registry:<dir>")``
+   model answers as in-process (:class:`~.live_model.RegistryChatModel`), so
+   such a run carries the version that answered each draft;
+3. the version's model folder name (what ``load_chat_model("local:<path>")``
+   calls it), or, for a folder converted from the embedded model (the demo's
+   base), the embedded model's id (what ``load_chat_model("local")`` calls
+   it), when no other version has such a folder;
+4. a name the registry is served under for every version (the live
    server's stable name, by default the registry folder's name, see
    :mod:`~.live`): then the version that was ``current`` in the registry's
    audit log when the run was logged.
@@ -42,10 +48,11 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from agentic_loop.clock import utc_now
 from agentic_loop.distill.release.registry import Registry
@@ -83,9 +90,14 @@ def answered_by(trajectory: Trajectory) -> str:
     return next(m for m in reversed(models) if counts[m] == top)
 
 
-@dataclass(frozen=True)
-class VersionStats:
-    """One version's runs in the window, summed up (None: nothing to measure)."""
+class VersionStats(BaseModel):
+    """One version's runs in the window, summed up (None: nothing to measure).
+
+    A record: ``model_dump(mode="json")`` is its entry in the monitor's JSON
+    report, and ``model_validate`` reads it back (older reports included).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     version: str
     model: str
@@ -101,13 +113,6 @@ class VersionStats:
     mean_output_chars: float | None
     first_at: datetime | None = None
     last_at: datetime | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (times as ISO text)."""
-        out = asdict(self)
-        for key in ("first_at", "last_at"):
-            out[key] = out[key].isoformat() if out[key] is not None else None
-        return out
 
 
 def version_stats(version: str, model: str, runs: Sequence[Trajectory]) -> VersionStats:
@@ -158,38 +163,55 @@ class VersionMap:
     """Model ids (and log times) to registry versions, in the order the module doc gives."""
 
     def __init__(self, ids: Mapping[str, str], timeline: Sequence[tuple[datetime, str]],
-                 served_names: Iterable[str] = ()) -> None:
+                 served_names: Iterable[str] = (), registry_names: Iterable[str] = ()) -> None:
         self.ids = dict(ids)
         self.timeline = sorted(timeline)
         self.served_names = set(served_names)
+        #: what ``<name>@<version>`` may start with: the registry folder's and served names
+        self.registry_names = set(registry_names) | self.served_names
 
     @classmethod
     def from_registry(cls, registry: Registry, served_names: Iterable[str] | None = None
                       ) -> VersionMap:
         """The map of ``registry``; ``served_names`` default to its live server's stable name."""
         ids: dict[str, str] = {}
-        folders = Counter(Path(v.path).name for v in registry.versions())
-        for v in registry.versions():
-            if folders[Path(v.path).name] == 1:
-                ids.setdefault(Path(v.path).name, v.version)
-        for v in registry.versions():  # exact ids win over folder names
+        versions = registry.versions()
+        local_ids = {v.version: _local_ids(Path(v.path)) for v in versions}
+        seen = Counter(name for names in local_ids.values() for name in names)
+        for v in versions:
+            for name in local_ids[v.version]:
+                if seen[name] == 1:
+                    ids.setdefault(name, v.version)
+        for v in versions:  # exact ids win over folder names
             ids[served_model_id(v)] = v.version
             ids[v.version] = v.version
         timeline = [(datetime.fromisoformat(e.at), e.version) for e in registry.history()
                     if e.action in ("promote", "rollback")]
+        names = {registry.root.name, registry.root.absolute().name, registry.root.resolve().name}
         return cls(ids, timeline, _stable_names(registry) if served_names is None
-                   else served_names)
+                   else served_names, registry_names=names - {""})
 
     def version_of(self, model: str, at: datetime) -> str | None:
         """The version that answered as ``model`` at ``at``; None when it is not the registry's."""
         if model in self.ids:
             return self.ids[model]
+        name, at_sign, version = model.rpartition("@")
+        if at_sign and name in self.registry_names and self.ids.get(version) == version:
+            return version
         if model in self.served_names and self.timeline:
             # stamps have whole seconds: a run logged in the second of a promote counts as after
             i = bisect.bisect_right([t for t, _ in self.timeline],
                                     at.replace(microsecond=0)) - 1
             return self.timeline[i][1] if i >= 0 else None
         return None
+
+
+def _local_ids(folder: Path) -> list[str]:
+    """What ``load_chat_model`` calls the model in ``folder``: ``local:<folder>`` its name,
+    and plain ``local`` the embedded model's id when ``folder`` is its conversion."""
+    from agentic_loop.models.embedded import EMBEDDED_MODEL_ID, is_embedded_conversion
+
+    return [folder.name, *([EMBEDDED_MODEL_ID] if is_embedded_conversion(folder) else [])]
 
 
 def _stable_names(registry: Registry) -> set[str]:

@@ -31,6 +31,10 @@ rebuilt from it with the same current version and rollback stack (in memory
 on a read, on disk at the next change), never read as an empty registry
 that would hand out ``v1`` again.
 
+A version the release gate did not pass (its card's last evaluation says
+ROLLBACK or MANUAL_REVIEW) is not promoted unless ``force=True``, and the
+forced promote's audit line keeps the decision it overrode.
+
 A model registered twice (the same weights and config, by content digest,
 :mod:`~agentic_loop.distill.release.model_digest`) is refused with the
 version that holds it, unless ``force=True``. A corrupt index is reported
@@ -95,6 +99,7 @@ from agentic_loop.distill.release.registry_audit import (
     apply_entry,
     backup_versions,
     catch_up,
+    gate_override,
     replay_audit,
 )
 from agentic_loop.distill.train.model_card import CARD_FILE, ModelCardError, read_card
@@ -257,20 +262,29 @@ class Registry:
         return entry
 
     def promote(self, version: str | int, *, reason: str | None = None,
-                gate: dict[str, Any] | None = None) -> ModelVersion:
+                gate: dict[str, Any] | None = None, force: bool = False) -> ModelVersion:
         """Make ``version`` current; the version it replaces becomes the rollback target.
 
-        Promoting the version that is already current changes nothing (and logs nothing).
+        A version whose last release-gate decision
+        (:func:`~.registry_audit.version_gate`) was ROLLBACK or MANUAL_REVIEW
+        is refused unless ``force``; a forced promote keeps the decision it
+        overrode in its audit line (``override``; who and when: ``user``,
+        ``at``). ``gate`` holds the fields of a gate that just decided (its
+        ``decision`` is the last one then). A version with no gate record
+        (registered by hand) promotes as before. Promoting the version that
+        is already current changes nothing (and logs nothing).
         """
         with self._locked():
             index = self._read()
             entry = self._find(index, self._normalize(version))
             if index.current == entry.version:
                 return entry
+            override = gate_override(entry, gate, force=force, root=self.root)
+            reason = reason or (f"forced past the gate's {override.decision}" if override else None)
             self._check_present(entry)
             self._commit(index, AuditEntry(action="promote", version=entry.version,
                                            previous=index.current, reason=reason, user=_user(),
-                                           gate=gate))
+                                           gate=gate, override=override))
         return entry
 
     def rollback(self, *, reason: str | None = None) -> ModelVersion:

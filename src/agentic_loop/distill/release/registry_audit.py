@@ -12,6 +12,12 @@ index records the ``seq`` of the last line it reflects, so a reader knows
 which lines are still to be applied. Lines written before sequence numbers
 existed have none: the index that came with them is trusted as it is.
 
+A version's release-gate verdict (:class:`GateRecord`) is read from its
+model card's ``evals`` (what :func:`~agentic_loop.distill.loop.gating.register_evaluated`
+and ``agentic-loop eval --record`` append): :func:`last_gate` is the latest
+of them, the record ``Registry.promote`` checks before serving a version,
+and what a forced promote's audit line keeps as ``override``.
+
 Example (a promote the index does not show yet is applied on read):
     >>> index = RegistryIndex(seq=1, versions=[ModelVersion(
     ...     version="v1", path="/m/a", name="a", registered_at="2026-01-01T00:00:00Z")])
@@ -19,21 +25,28 @@ Example (a promote the index does not show yet is applied on read):
     >>> index = catch_up(index, pending)
     >>> index.current, index.seq
     ('v1', 2)
+    >>> last_gate({"evals": [{"decision": "PROMOTE", "at": "2026-01-01T00:00:00+00:00"},
+    ...                      {"decision": "MANUAL_REVIEW", "reasons": ["within noise"],
+    ...                       "at": "2026-01-02T00:00:00+00:00"}]}).decision
+    <Decision.MANUAL_REVIEW: 'MANUAL_REVIEW'>
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from agentic_loop.clock import utc_stamp
+from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.train.model_card import CARD_FILE, ModelCardError, read_card
 from agentic_loop.errors import ReleaseError
 
-__all__ = ["AuditEntry", "ModelVersion", "RegistryError", "RegistryIndex", "apply_entry",
-           "backup_versions", "catch_up", "replay_audit"]
+__all__ = ["AuditEntry", "GateRecord", "ModelVersion", "RegistryError", "RegistryIndex",
+           "apply_entry", "backup_versions", "catch_up", "gate_override", "last_gate",
+           "replay_audit", "version_gate"]
 
 INDEX_FILE = "index.json"
 AUDIT_FILE = "audit.jsonl"
@@ -59,6 +72,81 @@ class ModelVersion(BaseModel):
     content_sha256: str | None = None
 
 
+class GateRecord(BaseModel):
+    """The release gate's word on a version: its decision, why, and when it was evaluated."""
+
+    decision: Decision
+    reasons: list[str] = Field(default_factory=list)
+    #: when the evaluation was recorded (the card entry's ``at``); None when it says not
+    at: str | None = None
+
+    def describe(self) -> str:
+        """``MANUAL_REVIEW (evaluated 2026-01-02T00:00:00+00:00: within noise)``."""
+        when = f"evaluated {self.at}" if self.at else "evaluated"
+        why = "; ".join(self.reasons) or "no reason recorded"
+        return f"{self.decision.value} ({when}: {why})"
+
+
+def last_gate(*cards: Mapping[str, Any] | None) -> GateRecord | None:
+    """The latest release-gate decision in the ``evals`` of ``cards`` (model cards as dicts).
+
+    Entries without a decision the gate can give are skipped; the latest
+    ``at`` wins, and among equal times the one listed last. None: no card
+    holds a gate decision (a version registered by hand).
+    """
+    found: list[tuple[str, int, GateRecord]] = []
+    for card in cards:
+        evals = (card or {}).get("evals")
+        for i, item in enumerate(evals if isinstance(evals, list) else []):
+            if not isinstance(item, Mapping):
+                continue
+            decision = item.get("decision")
+            if not isinstance(decision, str) or decision not in {d.value for d in Decision}:
+                continue
+            reasons = item.get("reasons")
+            record = GateRecord(decision=Decision(decision),
+                                reasons=[str(r) for r in reasons]
+                                if isinstance(reasons, list) else [],
+                                at=str(item["at"]) if item.get("at") else None)
+            found.append((record.at or "", i, record))
+    return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
+
+
+def version_gate(entry: ModelVersion, gate: Mapping[str, Any] | None = None) -> GateRecord | None:
+    """The last gate decision on ``entry``: ``gate``'s when a gate just decided (it holds a
+    ``decision``), else the latest in the card the registry copied at registration and in
+    the card in the model folder now (an ``agentic-loop eval --record`` after registering)."""
+    if gate is not None and gate.get("decision") is not None:
+        return last_gate({"evals": [{**gate, "at": utc_stamp()}]})
+    folder_card = None
+    if (Path(entry.path) / CARD_FILE).is_file():
+        try:
+            folder_card = read_card(entry.path).model_dump(mode="json")
+        except (ModelCardError, OSError):
+            folder_card = None  # unreadable now: the copy taken at registration decides
+    return last_gate(entry.card, folder_card)
+
+
+def gate_override(entry: ModelVersion, gate: Mapping[str, Any] | None, *, force: bool,
+                  root: Path) -> GateRecord | None:
+    """The gate decision a promote of ``entry`` (in the registry at ``root``) overrides, or None.
+
+    A last decision of ROLLBACK or MANUAL_REVIEW refuses the promote unless
+    ``force``: the error names the version, the decision, its reasons and
+    how to force it.
+    """
+    verdict = version_gate(entry, gate)
+    if verdict is None or verdict.decision == Decision.PROMOTE:
+        return None
+    if not force:
+        raise RegistryError(
+            f"refusing to promote {entry.version} in {root}: its last gate decision was "
+            f"{verdict.describe()}; review it, then promote it anyway with force=True "
+            f"(`agentic-loop registry promote {entry.version} --force`), which records the "
+            "override in the audit log")
+    return verdict
+
+
 class AuditEntry(BaseModel):
     """One line of ``audit.jsonl``."""
 
@@ -71,6 +159,8 @@ class AuditEntry(BaseModel):
     gate: dict[str, Any] | None = None
     #: the registered version itself (register lines), so the index can be rebuilt from the log
     model: ModelVersion | None = None
+    #: a promote forced past the gate: the decision it overrode (who and when: ``user``, ``at``)
+    override: GateRecord | None = None
     #: the line's place in the log (1, 2, ...); None on lines written before it was kept
     seq: int | None = None
 
