@@ -23,6 +23,7 @@ def test_export_writes_the_datasets_and_prints_a_summary(tmp_path: Path) -> None
     result = invoke("--trajectories", str(logs), "--out", str(tmp_path / "out"), "--pii", "off",
                     "--dedup-threshold", "0", "--max-per-task", "1")
     assert result.exit_code == 0, result.output
+    assert "not trained on: SFT rows: 3 failed a check" in " ".join(result.stdout.split())
     assert "score threshold" in result.stdout and "per-task cap" in result.stdout
     assert "wrote 2 SFT rows" in result.stdout
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -74,7 +75,8 @@ def test_an_empty_export_fails_naming_the_filter(tmp_path: Path) -> None:
     result = invoke("-t", str(logs), "-o", str(tmp_path / "out"), "--pii", "off",
                     "--dedup-threshold", "0")
     assert result.exit_code == 2
-    assert "'score threshold' removed the last 1" in result.stderr
+    # "meh" failed its checks: the first rule that trains only on what the checks accept
+    assert "'failed check' removed the last 1" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

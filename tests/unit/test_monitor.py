@@ -69,7 +69,7 @@ def test_a_planted_error_rate_rolls_back_with_an_audit_entry(tmp_path: Path):
     last = reg.history()[-1]
     assert last.action == "rollback" and last.version == "v1" and last.previous == "v2"
     reason = last.reason or ""
-    assert "error_rate 0.400 of v2" in reason and "v1's 0.017" in reason
+    assert "error_rate 40.0% of v2" in reason and "v1's 1.7%" in reason  # rates in percent
     assert "last 200 runs per version" in reason and "50 runs of v2, 60 of v1" in reason
     assert report.sync == "no server running"  # the live server was asked to follow
     v1, v2 = report.stats_of("v1"), report.stats_of("v2")

@@ -41,7 +41,7 @@ from agentic_loop.judges import Rubric
 from agentic_loop.trajectories import Round, TokenUsage, Trajectory
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from agentic_loop.tables import FitTable
 
 __all__ = ["MAX_ERROR_CHARS", "RunResult", "best_round", "rubric_record", "summary_table",
            "trajectory_of"]
@@ -222,21 +222,31 @@ class RunResult(BaseModel):
         return not self.trajectory.errors
 
 
-def summary_table(results: Sequence[RunResult], title: str) -> Table:
-    """Many results as a rich table (task, output, score, ...) with pass rate in the caption."""
-    from rich.table import Table
+def summary_table(results: Sequence[RunResult], title: str) -> FitTable:
+    """Many results as a table (task, output, score, ...) with pass rate in the caption.
 
-    table = Table(title=title, show_lines=False)
-    for column in ("task", "output", "score", "passed", "rounds", "archived", "s"):
-        table.add_column(column, overflow="fold")
+    A :class:`~agentic_loop.tables.FitTable`: at 80 columns the task and
+    output wrap and the rounds, archived and seconds columns go first.
+    """
+    from rich.markup import escape
+
+    from agentic_loop.tables import Col, FitTable, percent
+
+    table = FitTable(title, [Col("task", wrap=True, min_width=16),
+                             Col("output", wrap=True, min_width=16),
+                             Col("score", justify="right"), Col("passed"),
+                             Col("rounds", justify="right", drop=1),
+                             Col("archived", drop=2), Col("s", justify="right", drop=3)],
+                     show_lines=False)
     for r in results:
-        output = r.output if r.ok else f"[red]{'; '.join(r.errors)[:120]}[/]"
-        table.add_row(r.task[:60], (output or "")[:120],
+        output = (escape((r.output or "")[:120]) if r.ok
+                  else f"[red]{escape('; '.join(r.errors)[:120])}[/]")
+        table.add_row(escape(r.task[:60]), output,
                       "-" if r.score is None else f"{r.score:.1f}", "yes" if r.passed else "no",
                       str(r.iterations), "yes" if r.archived else "", f"{r.latency_s or 0:.1f}")
     scored = [r.score for r in results if r.score is not None]
     if scored:
-        table.caption = (f"pass rate {sum(r.passed for r in results) / len(results):.0%} | "
+        table.caption = (f"pass rate {percent(sum(r.passed for r in results) / len(results))} | "
                          f"mean score {sum(scored) / len(scored):.2f} | "
                          f"archived {sum(r.archived for r in results)}")
     return table

@@ -104,7 +104,7 @@ def _progress_bar(label: str | None, total: int,
     from agentic_loop.progress import progress_bar
 
     with progress_bar(console=console) as bar:
-        job = bar.add_task(label, total=total)
+        job = bar.add_task(label, total=total, unit="tasks")
         yield lambda: bar.advance(job)
 
 

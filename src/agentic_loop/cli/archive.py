@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console
+from agentic_loop.cli.common import DATA_DEFAULT, console, in_data_dir
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
     from agentic_loop.memory import Archive
@@ -28,14 +29,17 @@ archive_app = typer.Typer(help="Inspect and tend an archive of accepted outputs.
                           no_args_is_help=True)
 app.add_typer(archive_app, name="archive")
 
-ArchiveDir = Annotated[Path, typer.Option("--archive", help="Archive dir.")]
+ArchiveDir = Annotated[Path | None, typer.Option(
+    "--archive", help=f"Archive dir. Default: archive in {DATA_DEFAULT}.")]
 Namespace = Annotated[str | None, typer.Option(help="Namespace inside the archive.")]
 
 
-def open_archive(path: Path, namespace: str | None) -> Archive:
-    """The archive in ``path``; a missing folder is a one-line error, never a new archive."""
+def open_archive(path: Path | None, namespace: str | None) -> Archive:
+    """The archive in ``path`` (default: the data folder's); a missing folder is a one-line
+    error, never a new archive."""
     from agentic_loop.memory import Archive
 
+    path = in_data_dir(path, "archive")
     if not path.exists():
         raise ConfigError(f"archive {path} does not exist; run `agentic-loop run --arch "
                           "archive_refine` first or pass --archive DIR")
@@ -43,21 +47,23 @@ def open_archive(path: Path, namespace: str | None) -> Archive:
 
 
 @archive_app.command("show")
-def show(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+def show(archive: ArchiveDir = None, namespace: Namespace = None,
          limit: Annotated[int, typer.Option(min=1)] = 20) -> None:
     """List the newest entries. Example: agentic-loop archive show --limit 5"""
+    archive = in_data_dir(archive, "archive")
     store = open_archive(archive, namespace)
-    table = Table(title=f"{archive} ({len(store)} entries)")
-    for column in ("id", "created", "score", "task", "output"):
-        table.add_column(column, overflow="fold")
+    table = FitTable(f"{escape(str(archive))} ({len(store)} entries)", [
+        Col("id"), Col("created", wrap=True, drop=1), Col("score", justify="right"),
+        Col("task", wrap=True, min_width=16), Col("output", wrap=True, min_width=16)])
     for e in sorted(store.entries(), key=lambda e: e.created_at, reverse=True)[:limit]:
         table.add_row(e.id[:8], e.created_at.strftime("%Y-%m-%d %H:%M"),
-                      "-" if e.score is None else f"{e.score:.1f}", e.task[:60], e.output[:80])
+                      "-" if e.score is None else f"{e.score:.1f}", escape(e.task[:60]),
+                      escape(e.output[:80]))
     console.print(table)
 
 
 @archive_app.command("stats")
-def stats(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+def stats(archive: ArchiveDir = None, namespace: Namespace = None,
           plot: Annotated[Path | None, typer.Option(help="Write archive growth as PNG.")] = None
           ) -> None:
     """Count, score distribution, growth and drift.
@@ -75,7 +81,7 @@ def stats(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = Non
 
 
 @archive_app.command("search")
-def search(query: str, archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+def search(query: str, archive: ArchiveDir = None, namespace: Namespace = None,
            k: Annotated[int, typer.Option(min=1, max=100)] = 3) -> None:
     """The entries whose tasks are most similar to QUERY.
 
@@ -84,22 +90,23 @@ def search(query: str, archive: ArchiveDir = Path("data/archive"), namespace: Na
     if not query.strip():
         raise ConfigError('QUERY is empty; pass the task text to search for, e.g. '
                           'agentic-loop archive search "museum tagline"')
+    archive = in_data_dir(archive, "archive")
     store = open_archive(archive, namespace)
     if len(store) == 0:
         raise ConfigError(f"archive {archive} is empty; add outputs first or pass "
                           "another --archive")
-    table = Table(title=f"top {k} for {query!r}")
-    for column in ("similarity", "score", "task", "output"):
-        table.add_column(column, overflow="fold")
+    table = FitTable(f"top {k} for {escape(repr(query))}", [
+        Col("similarity", justify="right", short="sim"), Col("score", justify="right"),
+        Col("task", wrap=True, min_width=16), Col("output", wrap=True, min_width=16)])
     for hit in store.search(query, k=k):
         e = hit.entry
         table.add_row(f"{hit.similarity:.3f}", "-" if e.score is None else f"{e.score:.1f}",
-                      e.task[:60], e.output[:100])
+                      escape(e.task[:60]), escape(e.output[:100]))
     console.print(table)
 
 
 @archive_app.command("prune")
-def prune(archive: ArchiveDir = Path("data/archive"), namespace: Namespace = None,
+def prune(archive: ArchiveDir = None, namespace: Namespace = None,
           max_entries: Annotated[int | None, typer.Option(min=0)] = None,
           min_score: Annotated[float | None, typer.Option(min=0, max=10)] = None,
           older_than_days: Annotated[float | None, typer.Option(min=0)] = None) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -46,8 +47,11 @@ from typer.core import TyperGroup
 from agentic_loop.errors import AgenticLoopError
 from agentic_loop.progress import progress_bar as package_progress_bar
 
-__all__ = ["AgenticLoopGroup", "console", "deprecated", "deprecated_alias", "describe_os_error",
-           "err_console", "hide_flag_types", "progress_bar"]
+__all__ = ["DATA_DEFAULT", "AgenticLoopGroup", "console", "deprecated", "deprecated_alias",
+           "describe_os_error", "err_console", "hide_flag_types", "in_data_dir", "progress_bar"]
+
+#: How help texts name the data folder an output goes to when no path is given.
+DATA_DEFAULT = "$AGENTIC_LOOP_DATA, else ./data"
 
 console = Console()
 err_console = Console(stderr=True)
@@ -134,6 +138,23 @@ def describe_os_error(exc: OSError) -> str:
     where = f" {exc.filename}" if exc.filename else ""
     return (f"cannot use{where}: {said}; check that it exists, is the kind the option asks "
             "for (file or folder), and its permissions")
+
+
+def in_data_dir(path: Path | None, name: str) -> Path:
+    """``path``, or ``name`` in the data folder (``$AGENTIC_LOOP_DATA``, else ``./data``).
+
+    Why: a command writes where the user says, or in the data folder; never
+    loose files in the working directory (a checkout's root, often).
+
+    >>> in_data_dir(Path("/tmp/x.png"), "monitor.png")
+    PosixPath('/tmp/x.png')
+    >>> from agentic_loop.text_places import data_root
+    >>> in_data_dir(None, "monitor.png") == data_root() / "monitor.png"
+    True
+    """
+    from agentic_loop.text_places import data_root
+
+    return path if path is not None else data_root() / name
 
 
 def progress_bar(*, on: Console | None = None, transient: bool = False,

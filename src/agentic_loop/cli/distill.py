@@ -10,7 +10,8 @@ Two forms:
   register, and promote when the gate passes.
 
 Flags are checked before any model loads; a bad one is a one-line error
-with exit code 2. The trainer shows its own progress bar.
+with exit code 2. Training shows one ``train steps`` bar; ``--verbose`` shows
+the libraries' own logs, bars and warnings instead (:mod:`agentic_loop.cli.quiet`).
 
 Example:
     >>> from typer.testing import CliRunner
@@ -30,6 +31,7 @@ from rich.markup import escape
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, deprecated
+from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
 from agentic_loop.cli.train import (  # the flags both commands take, declared once
     BaseFlag,
     BatchSizeFlag,
@@ -107,6 +109,7 @@ def distill_command(
     format_penalty: FormatPenaltyFlag = 0.0,
     llm_features: LlmFeaturesFlag = "checks",
     dry_run: DryRunFlag = False,
+    verbose: VerboseFlag = False,
 ) -> None:
     """Distill data into a model's weights with TRL; or run export -> train -> eval -> promote.
 
@@ -135,7 +138,7 @@ def distill_command(
         "format_penalty": format_penalty, "llm_features": llm_features}))
     if data is not None:
         run_training(data, out, method=method, base=base, merge_lora=not no_merge,
-                     options=options, dry_run=dry_run)
+                     options=options, dry_run=dry_run, verbose=verbose)
         return
     from agentic_loop.distill.train import TrainSettings
 
@@ -150,13 +153,14 @@ def distill_command(
     if no_merge:
         raise ConfigError("--no-merge does not apply to --from-trajectories: the loop evaluates "
                           "a merged model; drop --no-merge")
-    loop = distill_loop(from_trajectories, out, golden=golden, registry=registry, base=base,
-                        method=method, arch=arch,
-                        export_options={"pii": pii, "min_score": min_score},
-                        train_options=options)
+    with third_party_quiet(verbose, training=True):
+        loop = distill_loop(from_trajectories, out, golden=golden, registry=registry, base=base,
+                            method=method, arch=arch,
+                            export_options={"pii": pii, "min_score": min_score},
+                            train_options=options)
     print_training(loop.train)
     promoted = (" and promoted it" if loop.promoted else " (not promoted: review it, then "
-                f"`agentic-loop registry promote {loop.version.version}`)")
+                f"`agentic-loop registry promote {loop.version.version} --force`)")
     console.print(f"gate: {escape(str(loop.evaluation.decision.value))} vs "
                   f"{escape(loop.baseline)}; registered {loop.version.version}{promoted}",
                   highlight=False)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, err_console, progress_bar
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -46,7 +46,9 @@ class _RichProgress:
 
     def start(self, stage: str, total: int | None = None) -> None:
         self._finish()
-        self._task = self._progress.add_task(stage, total=total)
+        # the one stage with a size is the PII gate, which reads each distinct text once
+        self._task = self._progress.add_task(stage, total=total,
+                                             unit="texts" if total is not None else "")
 
     def advance(self, n: int = 1) -> None:
         if self._task is not None:
@@ -125,16 +127,21 @@ def export_command(
 
 
 def _print_summary(report: ExportReport) -> None:
-    steps = Table(title="Curation", title_justify="left")
-    for column in ("step", "unit", "in", "out", "removed", "detail"):
-        steps.add_column(column, justify="right" if column in ("in", "out", "removed") else "left")
+    from agentic_loop.distill.data.manifest import describe_drops
+
+    steps = FitTable("Curation", [Col("step", wrap=True), Col("unit"),
+                                  *(Col(n, justify="right") for n in ("in", "out", "removed")),
+                                  Col("detail", wrap=True, min_width=20)], title_justify="left")
     for s in report.steps:
         steps.add_row(s.name, s.unit, str(s.before), str(s.after), str(s.removed), escape(s.detail))
     console.print(steps)
+    dropped = describe_drops(report.dropped)
+    if dropped:  # what the training rules kept out: failing, flagged, below the threshold
+        console.print(escape(dropped), highlight=False)
     if report.pii.redactions:
-        pii = Table(title=f"PII redactions ({report.pii.mode})", title_justify="left")
-        pii.add_column("entity")
-        pii.add_column("count", justify="right")
+        pii = FitTable(f"PII redactions ({report.pii.mode})",
+                       [Col("entity", wrap=True), Col("count", justify="right")],
+                       title_justify="left")
         for entity, count in sorted(report.pii.redactions.items()):
             pii.add_row(entity, str(count))
         console.print(pii)

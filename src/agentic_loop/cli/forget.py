@@ -7,8 +7,10 @@ the erasure, and prints what was removed from each kind of store, from
 which place (each log, collection, store and dataset folder), which
 registered models were trained on the erased rows, and a warning (on
 stderr, and under ``warnings`` with ``--json``) for every place known to
-hold user text that it could not reach. Nothing is printed that the
-erasure removed (no ids, no texts).
+hold user text that it could not reach. When nothing at all was found
+it says so, where it looked and what to check (``nothing_found`` with
+``--json``); the exit code stays 0. Nothing is printed that the erasure
+removed (no ids, no texts).
 
 Examples::
 
@@ -28,22 +30,21 @@ Example:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, err_console
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
     from agentic_loop.distill.forget import ForgetReport
 
-__all__ = ["forget_command"]
+__all__ = ["forget_command", "nothing_found"]
 
 _Paths = Optional[list[Path]]  # noqa: UP045 - typer needs Optional here
 
@@ -118,30 +119,54 @@ def forget_command(
                                    memory=memory, exports=exports, registries=registry,
                                    stores=store, audit_log=audit, dry_run=dry_run)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        typer.echo(report.model_dump_json(indent=2))
     else:
         _print(report)
+        if report.nothing_found:
+            console.print(nothing_found(report, user, older_than), highlight=False,
+                          soft_wrap=True, markup=False)
     for line in [f"warning: {w}" for w in report.warnings] + (
             [f"{len(report.warnings)} place(s) known to hold user text were not reached: the "
              "erasure is incomplete there"] if report.warnings else []):
         err_console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
+def nothing_found(report: ForgetReport, user: str | None, older_than: str | None) -> str:
+    """The line that says an erasure found nothing, where it looked, and what to check.
+
+    >>> from agentic_loop.distill.forget import ForgetReport
+    >>> report = ForgetReport(kind="user", dry_run=False,
+    ...                       stores={"trajectories": ["t.jsonl"], "memory": []})
+    >>> nothing_found(report, "alice", None)  # doctest: +ELLIPSIS
+    'nothing found for this user: no run, ... (searched 1 trajectory log, 0 memory ...'
+    """
+    kinds = (("trajectories", "trajectory log"), ("memory", "memory collection"),
+             ("exports", "dataset export"), ("logs", "recorded log"), ("stores", "memory store"))
+    searched = ", ".join(f"{len(report.stores.get(key, []))} {what}"
+                         f"{'' if len(report.stores.get(key, [])) == 1 else 's'}"
+                         for key, what in kinds)
+    whom = "this user" if user is not None else "anyone"
+    age = f" older than {older_than}" if older_than is not None else ""
+    check = ("check the id (the one their runs were made with; $AGENTIC_LOOP_USER_SALT changes "
+             "its hash) and --data/--trajectories" if user is not None else
+             "check --older-than and --data/--trajectories")
+    return (f"nothing found for {whom}{age}: no run, memory record, dataset row, log line or "
+            f"model holds it (searched {searched}); nothing was changed. If you expected some, "
+            f"{check}")
+
+
 def _print(report: ForgetReport) -> None:
     title = f"{'would erase' if report.dry_run else 'erased'} ({report.kind})"
-    table = Table(title=title)
-    table.add_column("store")
-    table.add_column("records", justify="right")
+    table = FitTable(title, [Col("store", wrap=True), Col("records", justify="right")])
     for name, count in report.counts().items():
         table.add_row(name.replace("_", " "), str(count))
     console.print(table)
     erased = report.erased()
     if erased:
-        places = Table(title="places")
-        for column in ("kind", "place"):
-            places.add_column(column)
-        places.add_column("removed", justify="right")
-        places.add_column("texts replaced", justify="right")  # other users' lines kept
+        places = FitTable("places", [  # texts replaced: other users' lines kept
+            Col("kind", wrap=True), Col("place", wrap=True, min_width=16),
+            Col("removed", justify="right"),
+            Col("texts replaced", justify="right", wrap=True, short="replaced")])
         for place in erased:
             places.add_row(place.what, escape(place.path), str(place.removed),
                            str(place.scrubbed or ""))

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, progress_bar
+from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable, percent
 
 if TYPE_CHECKING:
     from agentic_loop.distill.loop.records import ImproveResult, Rate
@@ -52,6 +53,10 @@ def parse_numbers(text: str, flag: str) -> tuple[float, ...]:
     return values
 
 
+#: What a round's sized stages count (the grow stage: one sample per task and temperature).
+_COUNTED = (("grow", "samples"), ("hint", "tasks"), ("gate", "held-out tasks"))
+
+
 class _Display:
     """The improve progress protocol on a rich progress bar: one line per stage."""
 
@@ -64,7 +69,8 @@ class _Display:
             task = self.bar.tasks[-1]
             self.bar.update(self.job, total=task.total or task.completed or 1,
                             completed=task.total or task.completed or 1)
-        self.job = self.bar.add_task(escape(stage), total=total)
+        unit = next((u for key, u in _COUNTED if key in stage), "") if total is not None else ""
+        self.job = self.bar.add_task(escape(stage), total=total, unit=unit)
 
     def advance(self, n: int = 1) -> None:
         if self.job is not None:
@@ -126,6 +132,7 @@ def improve_command(
         "--min-tasks", help="Golden tasks the gate needs before it may promote.")] = 20,
     eval_arch: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--eval-arch", help="Also gate inside this architecture.")] = None,
+    verbose: VerboseFlag = False,
 ) -> None:
     """Improve the model in rounds: sample the pool, train on what passed, gate, promote.
 
@@ -147,7 +154,7 @@ def improve_command(
         base=base, max_tokens=max_tokens, min_gain=min_gain, patience=patience,
         eval_arch=eval_arch, train_options=train_options, export_options={"pii": pii},
         eval_options={"min_tasks": min_tasks})
-    with progress_bar() as bar:
+    with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
         result = improve(tasks, golden=golden, registry=registry, work_dir=work,
                          trajectories=from_trajectories, settings=settings,
                          progress=_Display(bar))
@@ -155,18 +162,32 @@ def improve_command(
 
 
 def _rate(stats: Rate | None) -> str:
+    """A pass rate over its 95% interval (two lines keep the column narrow)."""
     if stats is None or stats.pass_rate is None:
         return "-"
-    low, high = stats.interval
-    return f"{stats.pass_rate:.2f} [{low:.2f}-{high:.2f}]"
+    return percent(stats.pass_rate, stats.interval).replace(" ", "\n", 1)
+
+
+#: The rounds table: at 80 columns headers shorten (legend in the caption) and the columns
+#: with a ``drop`` go, highest first; round, pass rates, gate and version always show.
+ROUND_COLUMNS = (
+    Col("round", justify="right", short="#"), Col("from", wrap=True, min_width=10, drop=3),
+    Col("threshold", justify="right", short="thr", drop=5),
+    Col("pool pass", justify="right", short="pool"),
+    Col("hinted", justify="right", short="hint", drop=4),
+    Col("sft rows", justify="right", short="sft", drop=2),
+    Col("pairs", justify="right", short="dpo", drop=2),
+    Col("golden before", justify="right", short="gold<"),
+    Col("golden after", justify="right", short="gold>"),
+    Col("gate"), Col("version", short="ver"),
+    Col("seconds", justify="right", short="s", drop=6))
 
 
 def _print_rounds(result: ImproveResult) -> None:
-    table = Table(title=f"improve: {escape(str(result.work_dir))}", title_justify="left")
-    columns = ("round", "from", "threshold", "pool pass", "hinted", "sft rows", "pairs",
-               "golden before", "golden after", "gate", "version", "seconds")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("from", "gate") else "right")
+    table = FitTable(f"improve: {escape(str(result.work_dir))}", ROUND_COLUMNS,
+                     title_justify="left", caption_justify="left",
+                     caption="pass rates with 95% intervals; * = promoted",
+                     hidden_hint="all in improve.json")
     for r in result.reports:
         golden, data, registered = r.golden, r.data, r.registration
         version = ((registered.version if registered else "-")

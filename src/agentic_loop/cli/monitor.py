@@ -19,19 +19,18 @@ Example:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console
+from agentic_loop.cli.common import DATA_DEFAULT, console, in_data_dir
 from agentic_loop.cli.release import DEFAULT_REGISTRY, REGISTRY_HELP, open_registry
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable, percent
 
 if TYPE_CHECKING:
     from agentic_loop.distill.release.monitor import MonitorReport
@@ -46,7 +45,7 @@ def _num(value: float | None, fmt: str = ".2f") -> str:
 @app.command("monitor")
 def monitor_command(
     trajectories: Annotated[Path, typer.Option(
-        "--trajectories", help="Trajectory log folder (or .jsonl) the served runs go to.")],
+        "--trajectories", help="Trajectory log folder (every log under it) or .jsonl file.")],
     registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
     window: Annotated[int, typer.Option(
         "--window", help="Compare the last N runs of each version.")] = 200,
@@ -61,7 +60,8 @@ def monitor_command(
     rollback: Annotated[bool, typer.Option(
         "--rollback/--no-rollback", help="Roll back the current version on a breach.")] = True,
     plot: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        "--plot", help="Where to write the per-version metrics PNG.")] = Path("monitor.png"),
+        "--plot", help="Where to write the per-version metrics PNG. Default: monitor.png in "
+                       f"{DATA_DEFAULT}.")] = None,
     json_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--json", help="Also write the report as JSON.")] = None,
 ) -> None:
@@ -85,33 +85,34 @@ def monitor_command(
                      version=version, baseline=baseline, rollback=rollback)
     console.print(_table(report))
     _print_verdict(report)
-    if plot is not None:
-        plot_monitor(report, plot)
-        console.print(f"plot: {escape(str(plot))}", highlight=False)
+    plot = in_data_dir(plot, "monitor.png")
+    plot_monitor(report, plot)
+    console.print(f"plot: {escape(str(plot))}", highlight=False)
     if json_out is not None:
         from agentic_loop.atomic import atomic_write_bytes
 
-        text = json.dumps(report.to_dict(), indent=2, default=str) + "\n"
+        text = report.model_dump_json(indent=2) + "\n"
         atomic_write_bytes(json_out, text.encode())
     if report.verdict == "breach":
         raise typer.Exit(1)
 
 
-def _table(report: MonitorReport) -> Table:
+def _table(report: MonitorReport) -> FitTable:
     roles = f"{report.version} checked against {report.baseline or 'nothing'}"
-    table = Table(title=f"Versions: {roles} ({escape(report.window)})", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
-                  caption="up: thumbs up / rated runs", caption_justify="left")
-    for column in ("version", "model", "runs", "errors", "p50 s", "p99 s", "score", "pass",
-                   "up", "chars"):
-        left = column in ("version", "model")
-        table.add_column(column, justify="left" if left else "right", no_wrap=column != "model",
-                         overflow="fold", min_width=8 if column == "model" else None)
+    columns = [Col("version"), Col("model", wrap=True, min_width=8),
+               *(Col(name, justify="right", drop=drop) for name, drop in (
+                   ("runs", 0), ("errors", 0), ("p50 s", 2), ("p99 s", 0), ("score", 0),
+                   ("pass", 0), ("up", 1), ("chars", 3)))]
+    table = FitTable(f"Versions: {roles} ({escape(report.window)})", columns,
+                     title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                     padding=(0, 0), caption="up: thumbs up / rated runs; errors, pass: "
+                     "share of runs", caption_justify="left",
+                     hidden_hint="all in --json FILE")
     for s in report.stats:
-        table.add_row(s.version, escape(s.model), str(s.runs), _num(s.error_rate, ".1%"),
+        table.add_row(s.version, escape(s.model), str(s.runs), percent(s.error_rate, digits=1),
                       _num(s.latency_p50), _num(s.latency_p99), _num(s.mean_score),
-                      _num(s.pass_rate, ".1%"),
-                      f"{_num(s.feedback_ratio, '.0%')}/{s.rated}" if s.rated else "-",
+                      percent(s.pass_rate, digits=1),
+                      f"{percent(s.feedback_ratio)}/{s.rated}" if s.rated else "-",
                       _num(s.mean_output_chars, ".0f"))
     return table
 

@@ -30,14 +30,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, deprecated
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
     from agentic_loop.distill.release import Registry
+    from agentic_loop.distill.release.registry_audit import GateRecord
 
 __all__ = ["DEFAULT_REGISTRY", "REGISTRY_HELP", "history_command", "list_command",
            "open_registry", "promote_command", "register_command", "registry_app",
@@ -126,8 +127,13 @@ def promote_command(
     version: Annotated[str, typer.Argument(help="The version to serve, e.g. v3.")],
     registry: RegistryDir = DEFAULT_REGISTRY,
     reason: Reason = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Promote it even if its last gate decision was ROLLBACK or "
+                        "MANUAL_REVIEW (the override goes to the audit log).")] = False,
 ) -> None:
     """Make a registered version current (the one replaced becomes the rollback target).
+
+    A version the gate did not PROMOTE is refused without --force.
 
     Example:
 
@@ -135,9 +141,14 @@ def promote_command(
     """
     reg = open_registry(registry)
     before = reg.current
-    entry = reg.promote(version, reason=reason)
+    entry = reg.promote(version, reason=reason, force=force)
     was = before.version if before else "none"
     console.print(f"current: {entry.version} (was {was})", highlight=False)
+    last = reg.history()[-1:] if before is None or before.version != entry.version else []
+    if last and last[0].override is not None:
+        forced = escape(last[0].override.describe())
+        console.print(f"[yellow]forced past the gate's {forced}[/]; recorded in the audit log",
+                      highlight=False, soft_wrap=True)
     _sync_served(reg)
 
 
@@ -172,6 +183,8 @@ def list_command(registry: RegistryDir = DEFAULT_REGISTRY) -> None:
 
         agentic-loop registry list --registry runs/registry
     """
+    from agentic_loop.distill.release.registry_audit import version_gate
+
     reg = open_registry(registry)
     current = reg.current
     versions = reg.versions()
@@ -180,15 +193,18 @@ def list_command(registry: RegistryDir = DEFAULT_REGISTRY) -> None:
                       "`agentic-loop registry register MODEL_DIR`", highlight=False,
                       soft_wrap=True)
         return
-    table = Table(title=f"Versions in {escape(str(reg.root))}", title_justify="left")
-    for column in ("", "version", "name", "method", "kind", "last gate", "registered", "path"):
-        table.add_column(column, overflow="fold")
+    table = FitTable(f"Versions in {escape(str(reg.root))}", [
+        Col(""), Col("version"), Col("name", wrap=True, min_width=10), Col("method"),
+        Col("kind", drop=3), Col("last gate", short="gate"),
+        Col("registered", wrap=True, min_width=10, drop=2),
+        Col("path", wrap=True, min_width=12, drop=1)], title_justify="left",
+        caption="* = current", caption_justify="left",
+        hidden_hint="`agentic-loop registry show VERSION` shows all")
     for v in versions:
-        card = v.card or {}
-        evals = card.get("evals") or [{}]
+        card, gate = v.card or {}, version_gate(v)
         table.add_row("*" if current and v.version == current.version else "", v.version,
                       escape(v.name), str(card.get("method", "-")),
-                      "adapter" if v.adapter else "model", str(evals[-1].get("decision", "-")),
+                      "adapter" if v.adapter else "model", gate.decision if gate else "-",
                       v.registered_at, escape(v.path))
     console.print(table)
 
@@ -222,10 +238,19 @@ def history_command(registry: RegistryDir = DEFAULT_REGISTRY) -> None:
         agentic-loop registry history --registry runs/registry
     """
     reg = open_registry(registry)
-    table = Table(title=f"History of {escape(str(reg.root))}", title_justify="left")
-    for column in ("at", "action", "version", "previous", "user", "reason"):
-        table.add_column(column)
+    table = FitTable(f"History of {escape(str(reg.root))}", [
+        Col("at", wrap=True, min_width=10), Col("action"), Col("version", wrap=True),
+        Col("previous", short="prev", wrap=True), Col("user", wrap=True, drop=1),
+        Col("reason", wrap=True, min_width=20)], title_justify="left", caption_justify="left")
     for e in reg.history():
         table.add_row(e.at, e.action, e.version, e.previous or "-", e.user or "-",
-                      escape(e.reason or ""))
+                      escape(_reason(e.reason, e.override)))
     console.print(table)
+
+
+def _reason(reason: str | None, override: GateRecord | None) -> str:
+    """An audit line's reason, saying so when a promote was forced past the gate."""
+    forced = f"forced past the gate's {override.decision}" if override is not None else ""
+    if not forced or forced in (reason or ""):
+        return reason or ""
+    return f"{reason} ({forced})" if reason else forced

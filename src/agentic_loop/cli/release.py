@@ -26,10 +26,16 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console, deprecated_alias, err_console
+from agentic_loop.cli.common import (
+    DATA_DEFAULT,
+    console,
+    deprecated_alias,
+    err_console,
+    in_data_dir,
+)
+from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
 from agentic_loop.cli.registry import (
     DEFAULT_REGISTRY,
     REGISTRY_HELP,
@@ -39,6 +45,7 @@ from agentic_loop.cli.registry import (
     rollback_command,
 )
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
     from agentic_loop.distill.eval import EvalReport
@@ -63,8 +70,9 @@ def eval_command(
         "--max-iterations", help="Architecture rounds per task.")] = 2,
     max_tokens: Annotated[int, typer.Option(
         "--max-tokens", help="Longest answer, in tokens.")] = 128,
-    plot: Annotated[Path, typer.Option(
-        "--plot", help="Where to write the before/after PNG.")] = Path("eval.png"),
+    plot: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
+        "--plot", help=f"Where to write the before/after PNG. Default: eval.png in "
+                       f"{DATA_DEFAULT}.")] = None,
     json_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--json", help="Also write the full report (outputs included) as JSON.")] = None,
     kl: Annotated[bool, typer.Option(
@@ -72,6 +80,7 @@ def eval_command(
     record: Annotated[bool, typer.Option(
         "--record/--no-record",
         help="Append the result to the candidate's model_card.yaml, if it has one.")] = True,
+    verbose: VerboseFlag = False,
 ) -> None:
     """Gate a candidate model against a baseline on a golden set: PROMOTE, ROLLBACK, MANUAL_REVIEW.
 
@@ -88,8 +97,10 @@ def eval_command(
         raise ConfigError("--max-iterations and --max-tokens must be at least 1")
     runners = (architecture_runner(arch, max_iterations=max_iterations)
                if arch is not None else None)
-    report = evaluate_models(baseline, candidate, golden, runners=runners,
-                             max_tokens=max_tokens, kl=kl, plot_path=plot)
+    with third_party_quiet(verbose):
+        report = evaluate_models(baseline, candidate, golden, runners=runners,
+                                 max_tokens=max_tokens, kl=kl,
+                                 plot_path=in_data_dir(plot, "eval.png"))
     _print_report(report)
     if json_out is not None:
         from agentic_loop.atomic import atomic_write_bytes
@@ -114,12 +125,13 @@ def _record(candidate: str, report: EvalReport, golden: Path) -> None:
 
 
 def _print_report(report: EvalReport) -> None:
-    table = Table(title="Golden set", title_justify="left")
-    columns = ["task", "baseline", "candidate"]
+    columns = [Col("task", wrap=True, min_width=20), Col("baseline", justify="right"),
+               Col("candidate", justify="right")]
     if report.arch:
-        columns += ["baseline (arch)", "candidate (arch)"]
-    for column in columns:
-        table.add_column(column, justify="left" if column == "task" else "right", overflow="fold")
+        columns += [Col("baseline (arch)", justify="right", wrap=True, short="base+arch"),
+                    Col("candidate (arch)", justify="right", wrap=True, short="cand+arch")]
+    table = FitTable("Golden set", columns, title_justify="left", caption_justify="left",
+                     caption="scores out of 10")
     for t in report.tasks:
         cells = [escape(t.task[:60]), _fmt(t.baseline), _fmt(t.candidate)]
         if report.arch:

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console
+from agentic_loop.cli.common import DATA_DEFAULT, console, in_data_dir
 from agentic_loop.errors import ConfigError
 
 
@@ -65,12 +65,12 @@ def run(
         help="reflection | archive_refine | reflexion")] = "archive_refine",
     model: Annotated[str, typer.Option(
         help='Model spec: "local", "local:DIR", "openai:URL".')] = "local",
-    archive: Annotated[Path, typer.Option(
-        help="Archive dir (archive_refine).")] = Path("data/archive"),
-    reflections: Annotated[Path, typer.Option(
-        help="Reflexion memory dir.")] = Path("data/reflections"),
+    archive: Annotated[Path | None, typer.Option(
+        help=f"Archive dir (archive_refine). Default: archive in {DATA_DEFAULT}.")] = None,
+    reflections: Annotated[Path | None, typer.Option(
+        help=f"Reflexion memory dir. Default: reflections in {DATA_DEFAULT}.")] = None,
     trajectories: Annotated[Path | None, typer.Option(
-        help="Trajectory log dir.")] = Path("data/trajectories"),
+        help=f"Trajectory log dir. Default: trajectories in {DATA_DEFAULT}.")] = None,
     target_score: Annotated[float, typer.Option(min=0, max=10)] = 8.0,
     max_iterations: Annotated[int, typer.Option(min=1, max=20)] = 3,
     refine: Annotated[str, typer.Option(help="feedback (show the draft and what failed) | "
@@ -89,8 +89,10 @@ def run(
     specs += [TaskSpec(task=t) for t in task or [] if t.strip()]
     if not specs:
         raise ConfigError("no task given: pass task text or --tasks FILE")
-    architecture = build_architecture(arch, model, archive=archive, reflections=reflections,
-                                      trajectories=trajectories, target_score=target_score,
+    architecture = build_architecture(arch, model, archive=in_data_dir(archive, "archive"),
+                                      reflections=in_data_dir(reflections, "reflections"),
+                                      trajectories=in_data_dir(trajectories, "trajectories"),
+                                      target_score=target_score,
                                       max_iterations=max_iterations, max_tokens=max_tokens,
                                       refine=refine)
     from agentic_loop.architectures import run_specs, summary_table

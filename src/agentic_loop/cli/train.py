@@ -10,7 +10,9 @@ would run on this machine, and trains nothing.
 
 Flags are checked before any model loads; a bad one is a one-line error
 with exit code 2. (``agentic-loop distill --data`` ran this before; it still
-does for one release, with a deprecation line.)
+does for one release, with a deprecation line.) Training shows one ``train
+steps`` bar; ``--verbose`` shows TRL's and transformers' own logs, bars and
+warnings instead.
 
 Example:
     >>> from typer.testing import CliRunner
@@ -28,11 +30,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console
+from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
 from agentic_loop.errors import ConfigError
+from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
     from agentic_loop.distill.train import TrainResult, TrainSettings
@@ -152,6 +155,7 @@ def train_command(
     format_penalty: FormatPenaltyFlag = 0.0,
     llm_features: LlmFeaturesFlag = "checks",
     dry_run: DryRunFlag = False,
+    verbose: VerboseFlag = False,
 ) -> None:
     """Train a model on an exported dataset with TRL: SFT, DPO, SFT then DPO, or GRPO on tasks.
 
@@ -186,12 +190,16 @@ def train_command(
         "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
         "format_penalty": format_penalty, "llm_features": llm_features}))
     run_training(data, out, method=method, base=base, merge_lora=not no_merge, options=options,
-                 dry_run=dry_run)
+                 dry_run=dry_run, verbose=verbose)
 
 
 def run_training(data: Path, out: Path, *, method: str, base: str, merge_lora: bool,
-                 options: dict[str, Any], dry_run: bool) -> None:
-    """Check the settings, then print a dry run or train and print the result."""
+                 options: dict[str, Any], dry_run: bool, verbose: bool = False) -> None:
+    """Check the settings, then print a dry run or train and print the result.
+
+    The libraries' own output (TRL's dict logs, tqdm bars, warnings) shows only
+    with ``verbose``; otherwise one ``train steps`` bar does (:mod:`.quiet`).
+    """
     from agentic_loop.distill.train import TrainSettings
 
     settings = TrainSettings(method=method, merge_lora=merge_lora,
@@ -201,7 +209,9 @@ def run_training(data: Path, out: Path, *, method: str, base: str, merge_lora: b
         return
     from agentic_loop.distill.train import train
 
-    print_training(train(data, out, method=method, base=base, merge_lora=merge_lora, **options))
+    with third_party_quiet(verbose, training=True):
+        result = train(data, out, method=method, base=base, merge_lora=merge_lora, **options)
+    print_training(result)
 
 
 def grpo_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -250,15 +260,31 @@ def cli_args(settings: TrainSettings, data: Path, out: Path, base: str,
 
 def print_dry_run(settings: TrainSettings, data: Path, out: Path, base: str,
                   resume: bool) -> None:
-    """What a run would do on this machine: device, GRPO's rewards and config, the command."""
+    """What a run would do on this machine: device, each stage's trainer arguments, the command.
+
+    The trainer arguments are the keyword arguments of TRL's ``SFTConfig``,
+    ``DPOConfig`` or ``GRPOConfig`` for each stage, as the run would pass them.
+    """
     import json
     import shlex
 
     from agentic_loop.distill.train import Device, accelerate_command, grpo_config_kwargs
+    from agentic_loop.distill.train.stages import trainer_kwargs
 
     device = Device.detect()
     console.print(f"device: {device.gpus} GPU(s), precision {device.precision}, vLLM "
                   f"{'installed' if device.vllm else 'not installed'}", highlight=False)
+    if settings.lora:
+        targets = settings.lora_target_modules
+        console.print(f"LoRA: r={settings.lora_r}, alpha={settings.lora_alpha}, dropout="
+                      f"{settings.lora_dropout:g}, target modules "
+                      f"{targets if isinstance(targets, str) else ','.join(targets)}, "
+                      f"{'merged' if settings.merge_lora else 'kept as an adapter'}",
+                      highlight=False, soft_wrap=True)
+    for stage in (s for s in settings.stages if s != "grpo"):
+        kwargs = trainer_kwargs(stage, settings, device.precision, out / "checkpoints" / stage)
+        console.print(f"{stage.upper()}Config: " + escape(json.dumps(kwargs, default=str)),
+                      highlight=False, soft_wrap=True)
     if settings.method == "grpo":
         from agentic_loop.distill.train import RubricRewards, load_prompt_set
 
@@ -286,9 +312,10 @@ def print_training(result: TrainResult) -> None:
     title = f"Trained {escape(str(result.model_dir))}"
     if result.skipped:
         title += " (already finished: reused)"
-    table = Table(title=title, title_justify="left")
-    for column in ("stage", "steps", "loss", "tokens/s", "resumed from"):
-        table.add_column(column, justify="left" if column in ("stage", "resumed from") else "right")
+    table = FitTable(title, [Col("stage"), Col("steps", justify="right"),
+                             Col("loss", justify="right"), Col("tokens/s", justify="right"),
+                             Col("resumed from", wrap=True, min_width=12)],
+                     title_justify="left")
     for stage in result.stages:
         rate = stage.tokens_per_s
         table.add_row(stage.method, str(stage.steps),

@@ -27,7 +27,7 @@ from agentic_loop.distill.train.settings import TrainSettings, split_validation
 from agentic_loop.distill.train.training_data import TrainingData
 
 __all__ = ["StageResult", "common_args", "load_policy", "lora_config", "no_final_checkpoint",
-           "run_stage", "save_model"]
+           "run_stage", "save_model", "trainer_kwargs"]
 
 
 @dataclass(frozen=True)
@@ -184,17 +184,24 @@ def common_args(stage: str, config: TrainSettings, precision: str, checkpoint_di
     }
 
 
+def trainer_kwargs(stage: str, config: TrainSettings, precision: str, checkpoint_dir: Path,
+                   progress: bool = True) -> dict[str, Any]:
+    """The keyword arguments of the SFT or DPO stage's TRL config (``--dry-run`` prints them)."""
+    return {**common_args(stage, config, precision, checkpoint_dir, progress),
+            "max_length": config.max_length, "include_num_input_tokens_seen": "non_padding",
+            **({"beta": config.beta_for("dpo")} if stage == "dpo" else {})}
+
+
 def _trainer_args(stage: str, config: TrainSettings, precision: str, checkpoint_dir: Path,
                   progress: bool) -> Any:
-    common = {**common_args(stage, config, precision, checkpoint_dir, progress),
-              "max_length": config.max_length, "include_num_input_tokens_seen": "non_padding"}
+    kwargs = trainer_kwargs(stage, config, precision, checkpoint_dir, progress)
     if stage == "sft":
         from trl import SFTConfig
 
-        return SFTConfig(**common)
+        return SFTConfig(**kwargs)
     from trl import DPOConfig
 
-    return DPOConfig(**common, beta=config.beta_for("dpo"))
+    return DPOConfig(**kwargs)
 
 
 def lora_config(config: TrainSettings) -> Any:

@@ -64,11 +64,22 @@ def _word_counts(text: TaskText) -> dict[str, Any]:
     return {"word_count": found}
 
 
+#: "Do not mention", "must never contain", "don't say": a demand turned into its opposite.
+_VERB = (r"(?:use|using|include|including|mention|mentioning|contain|containing|say|saying|"
+         r"write|writing|put|add|have)")
+_NEGATED_VERB = (rf"(?:(?:(?:do|does|must|should|may|can|will|shall)\s+not|\w+n't|cannot|never)"
+                 rf"(?:\s+(?:ever|once|at\s+all))?\s+{_VERB})")
+#: Any negation before a word list: an "include" reading of it would ask for the opposite.
+_NEGATION = (r"\b(?:not|never|no|nor|without|avoid\w*|refrain\w*|exclud\w*|omit\w*|ban\w*|"
+             r"forbid\w*|prohibit\w*)\b"
+             r"|n't\b|\bleave\s+out\b|\bfree\s+of\b")
+
+
 def _exclude_words(text: TaskText) -> list[str] | None:
-    verbs = (r"\b(?:avoid|without|must\s+not\s+use|do\s+not\s+use|don't\s+use|never\s+use|"
-             r"exclude|do\s+not\s+include|don't\s+include|not\s+include|refrain\s+from\s+using)")
-    m = text.search(rf"{verbs}\s+(?:using\s+)?(?:any\s+of\s+)?(?:the\s+)?(?:key)?words?\s*:?\s*"
-                    rf"{_QUOTED_LIST}")
+    verbs = (rf"\b(?:avoid|without|exclude|omit|leave\s+out|refrain\s+from(?:\s+using)?|"
+             rf"not\s+include|{_NEGATED_VERB})")
+    m = text.search(rf"{verbs}\s+(?:using\s+)?(?:any\s+of\s+)?(?:the\s+)?(?:(?:key)?words?\s*:?"
+                    rf"\s*)?{_QUOTED_LIST}")
     if m:
         return _quoted_words(m.group(1))
     m = text.search(rf"{verbs}\s+(?:the\s+)?(?:key)?words?\s+(?P<list>[^.;:\n\"“]+?)\s+in\s+"
@@ -81,15 +92,22 @@ def _exclude_words(text: TaskText) -> list[str] | None:
 
 def _include_words(text: TaskText) -> list[str] | None:
     m = text.search(rf"\b(?:include|use|mention|contain)s?\s+(?:the\s+)?(?:key)?words?\s*:?\s*"
-                    rf"{_QUOTED_LIST}")
-    if m:
+                    rf"{_QUOTED_LIST}", take=False)
+    if m and not _negated(text.text, m.start()):
+        text.take(m)
         return _quoted_words(m.group(1)) or None
     m = text.search(rf"\binclude\s+(?:the\s+)?keywords?\s+(?P<list>[^.;:\n\"“]+?)\s+(?:in\s+"
                     rf"{_RESPONSE}|(?=[.;\n]|$))", take=False)
-    if m and (words := _bare_list(m.group("list"))):
+    if m and not _negated(text.text, m.start()) and (words := _bare_list(m.group("list"))):
         text.take(m)
         return words
     return None
+
+
+def _negated(text: str, start: int) -> bool:
+    """True when the clause before ``start`` negates what follows ("do not ever mention")."""
+    clause = re.split(r"[.;!?\n]|\bbut\b", text[:start])[-1]
+    return re.search(_NEGATION, clause, re.IGNORECASE) is not None
 
 
 def _case(text: TaskText) -> dict[str, bool]:
