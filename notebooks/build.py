@@ -225,12 +225,15 @@ print("base     ", [round(s, 1) for s in base_scores])
 print("candidate", [round(s, 1) for s in cand_scores])
 print(decision)"""),
     ("code", """from agentic_loop.distill.release.registry import Registry
+from agentic_loop.distill.release.registry_audit import GateRecord
 from agentic_loop.models.embedded import ensure_converted
 registry = Registry(workdir / "registry")
 base = registry.register(ensure_converted(), name="base")        # the embedded model's HF dir
 registry.promote(base.version, reason="initial model")
 cand = registry.register(trained.model_dir, name="walkthrough")
-registry.promote(cand.version, reason="walkthrough", gate=decision.to_dict())  # a person's call here
+record = GateRecord(decision=decision.decision, reasons=[decision.reason], single_shot=decision)
+# a person's call here: force=True promotes past a MANUAL_REVIEW and the audit line says so
+registry.promote(cand.version, reason="walkthrough", gate=record, force=True)
 print("current:", registry.current.version)
 registry.rollback(reason="demonstrating a rollback")
 print("after rollback:", registry.current.version)

@@ -224,7 +224,7 @@ def test_the_whole_loop_from_trajectories(tmp_path: Path) -> None:
     reg = Registry(tmp_path / "reg")
     card = read_card(result.train.model_dir)
     assert card.evals and card.evals[-1]["decision"] == result.evaluation.decision.value
-    assert reg.versions()[0].card["method"] == "sft"
+    assert reg.versions()[0].card is not None and reg.versions()[0].card.method == "sft"
     assert ((tmp_path / "work" / "eval.png").is_file()
             and (tmp_path / "work" / "eval.json").is_file())
     actions = [e.action for e in reg.history()]

@@ -81,12 +81,12 @@ def test_improve_rounds_fit_80_columns_and_keep_the_gate(screen: tuple[Console, 
     rounds = [SimpleNamespace(
         round=n, model=LONG_MODEL, from_version=None if n == 1 else f"v{n}", threshold=7.5,
         pool=_rate(0.172, 0.121, 0.234), hint=SimpleNamespace(accepted=12),
-        data=SimpleNamespace(sft_rows=57, pairs=23),
+        data=SimpleNamespace(sft_rows=57, pairs=23, dropped_samples=9),
         golden=SimpleNamespace(baseline=_rate(0.17, 0.125, 0.228),
                                candidate=_rate(0.31, 0.249, 0.377)),
         decision=SimpleNamespace(value="MANUAL_REVIEW" if n == 1 else "PROMOTE"),
         registration=SimpleNamespace(version=f"v{n + 1}", promoted=n == 2, live=None),
-        seconds={"grow": 120.0, "train": 300.5}) for n in (1, 2)]
+        seconds={"grow": 120.0, "train": 300.5}, details=lambda: "") for n in (1, 2)]
     result = SimpleNamespace(work_dir=Path("/home/someone/.local/share/agentic-loop/improve/x"),
                              reports=rounds, stopped="max_rounds", reason=LONG_REASON,
                              current="v3", plot=None)
@@ -141,10 +141,13 @@ def test_export_summary_fits(screen: tuple[Console, list[Table]]):
 def test_registry_list_and_history_fit(screen: tuple[Console, list[Table]],
                                        monkeypatch: pytest.MonkeyPatch):
     from agentic_loop.cli import registry
+    from agentic_loop.distill.train.model_card import DataRef, ModelCard
 
     versions = [SimpleNamespace(
         version=f"v{n}", name="tagline-" + LONG_MODEL.rsplit("/", 1)[-1], adapter=True,
-        card={"method": "sft", "evals": [{"decision": "MANUAL_REVIEW"}]},
+        card=ModelCard(name="tagline", base_model="local", method="sft",
+                       data=DataRef(dir="d", manifest_sha256="abc"),
+                       evals=[{"decision": "MANUAL_REVIEW"}]),
         registered_at="2026-11-26T02:42:04.123456+00:00", path=LONG_MODEL) for n in (1, 2)]
     history = [SimpleNamespace(at="2026-11-26T02:42:04.123456+00:00", action="promote",
                                version="v2", previous="v1", user="someone@example.org",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentic_loop.distill.release.registry import IndexRebuiltWarning, Registry, RegistryError
+from agentic_loop.distill.release.registry_audit import GateRecord
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
 
 
@@ -56,14 +57,15 @@ def test_history_and_audit_log_record_every_change(tmp_path: Path) -> None:
     reg = Registry(tmp_path / "reg")
     reg.register(_model(tmp_path, "a"), notes="first")
     reg.register(_model(tmp_path, "b"))
-    reg.promote("v1", reason="initial", gate={"decision": "PROMOTE", "p_value": 0.01})
+    gate = GateRecord(decision="PROMOTE", reasons=["better (p=0.01)"])
+    reg.promote("v1", reason="initial", gate=gate)
     reg.promote("v2")
     reg.rollback(reason="complaints")
     history = reg.history()
     assert [(e.action, e.version, e.previous) for e in history] == [
         ("register", "v1", None), ("register", "v2", None), ("promote", "v1", None),
         ("promote", "v2", "v1"), ("rollback", "v1", "v2")]
-    assert history[2].gate == {"decision": "PROMOTE", "p_value": 0.01}
+    assert history[2].gate == gate
     assert history[4].reason == "complaints"
     lines = (tmp_path / "reg" / "audit.jsonl").read_text().splitlines()
     assert len(lines) == 5 and json.loads(lines[-1])["action"] == "rollback"
@@ -85,9 +87,44 @@ def test_register_keeps_the_card_and_recognizes_adapters(tmp_path: Path) -> None
     reg = Registry(tmp_path / "reg")
     full = reg.register(_model(tmp_path, "a", card=True), name="tagline")
     adapter = reg.register(_model(tmp_path, "b", adapter=True))
-    assert full.name == "tagline" and full.card["data"]["sft_rows"] == 5
+    assert full.name == "tagline" and full.card is not None and full.card.data.sft_rows == 5
     assert (adapter.adapter, adapter.base_model) == (True, "/base")
     assert reg.get("current" if reg.current else "v2").version == "v2"
+
+
+def test_an_index_written_with_cards_as_dicts_loads_typed_cards(tmp_path: Path) -> None:
+    """index.json and audit.jsonl as the registry wrote them when a card was a plain dict
+    (``read_card(...).model_dump(mode="json")``, extra keys included): they load into typed
+    cards, and the next change writes every field of the card back."""
+    folder = _model(tmp_path, "a")
+    card = {"schema_version": 1, "name": "a", "base_model": "local", "base_model_path": None,
+            "method": "sft", "adapter": False, "lora": {"r": 8},
+            "data": {"dir": "runs/data", "manifest_sha256": "abc", "sft_rows": 5, "pairs": 0},
+            "hyperparameters": {"learning_rate": 0.0002}, "stages": [], "metrics": {},
+            "evals": [{"decision": "MANUAL_REVIEW", "reasons": ["within noise"],
+                       "at": "2026-01-02T00:00:00+00:00"}], "a_newer_key": [1, 2]}
+    model = {"version": "v1", "path": str(folder), "name": "a",
+             "registered_at": "2026-01-01T00:00:00Z", "adapter": False, "base_model": None,
+             "card": card, "notes": None, "content_sha256": None}
+    root = tmp_path / "reg"
+    root.mkdir()
+    (root / "index.json").write_text(json.dumps(
+        {"schema_version": 1, "versions": [model], "current": None, "previous": [], "seq": 1}))
+    (root / "audit.jsonl").write_text(json.dumps(
+        {"at": "2026-01-01T00:00:00Z", "action": "register", "version": "v1", "model": model,
+         "seq": 1}) + "\n")
+    reg = Registry(root)
+    v1 = reg.get("v1")
+    assert v1.card is not None and v1.card.method == "sft" and v1.card.data.sft_rows == 5
+    assert v1.card.model_extra == {"a_newer_key": [1, 2]}
+    assert reg.history()[0].model == v1
+    with pytest.raises(RegistryError, match="MANUAL_REVIEW"):  # the gate in the old card counts
+        reg.promote("v1")
+    reg.promote("v1", force=True)
+    written = json.loads((root / "index.json").read_text())["versions"][0]["card"]
+    assert {k: written[k] for k in card if k != "data"} == {k: v for k, v in card.items()
+                                                             if k != "data"}
+    assert written["data"] == {**card["data"], "prompts": 0}  # a field added since, defaulted
 
 
 def test_register_copy_survives_the_source_folder(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def test_hinted_answers_train_on_the_plain_prompt_and_a_better_model_is_promoted
     result = _run(tmp_path, models)
     report = result.reports[0]
     assert report.pool is not None and report.pool.passed == 0 and report.pool.n == 6
-    assert report.hint == HintCounts(retried=3, accepted=3)
+    assert report.hint == HintCounts(retried=3, accepted=3, rationalized=0, restated=0)
     assert report.data is not None and report.data.sft_rows == 3 and report.data.hinted == 3
 
     rows = [json.loads(line) for line in
@@ -121,7 +121,8 @@ def test_hinted_answers_train_on_the_plain_prompt_and_a_better_model_is_promoted
     assert reg.current is not None and reg.current.version == "v1"
     promote = [e for e in reg.history() if e.action == "promote"][0]
     assert "improve round 1" in (promote.reason or "")
-    assert promote.gate and promote.gate["improve"]["round"] == 1
+    assert promote.gate and promote.gate.improve and promote.gate.improve.round == 1
+    assert promote.gate.decision == "PROMOTE" and promote.gate.single_shot is not None
     card = read_card(reg.current.path)
     assert card.evals[-1]["improve"]["golden"]["candidate"]["pass_rate"] == 1.0
     golden = report.golden
@@ -147,7 +148,8 @@ def test_round_two_trains_from_the_promoted_model_with_a_higher_threshold(tmp_pa
     assert [m["options"]["min_score"] for m in manifests] == [0.7, 0.8]
     # round 2 samples the promoted (good) model: every sample passes, nothing to hint
     assert result.reports[1].pool.pass_rate == 1.0  # type: ignore[union-attr]
-    assert result.reports[1].hint == HintCounts(retried=0, accepted=0)
+    assert result.reports[1].hint == HintCounts(retried=0, accepted=0, rationalized=0,
+                                                restated=0)
 
 
 def test_a_worse_candidate_is_rolled_back_never_promoted_and_the_loop_stops(

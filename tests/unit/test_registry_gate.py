@@ -11,9 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from agentic_loop.cli import app
+from agentic_loop.distill.eval.gate import GateDecision, gate
 from agentic_loop.distill.loop.gating import register_evaluated
 from agentic_loop.distill.release.registry import Registry, RegistryError
-from agentic_loop.distill.release.registry_audit import AuditEntry, last_gate, version_gate
+from agentic_loop.distill.release.registry_audit import (
+    AuditEntry,
+    GateRecord,
+    RoundRef,
+    last_gate,
+    version_gate,
+)
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, add_eval, write_card
 
 runner = CliRunner()
@@ -99,10 +106,10 @@ def test_an_evaluation_recorded_after_registering_is_the_last_word(tmp_path: Pat
 
 def test_a_gate_that_just_decided_promote_is_the_last_decision(tmp_path: Path):
     reg = _registry(tmp_path, REVIEW)
-    assert reg.promote("v2", gate={"decision": "PROMOTE", "single_shot": None}).version == "v2"
+    assert reg.promote("v2", gate=GateRecord(decision="PROMOTE")).version == "v2"
     reg.rollback()
     with pytest.raises(RegistryError, match="ROLLBACK"):
-        reg.promote("v2", gate={"decision": "ROLLBACK"})
+        reg.promote("v2", gate=GateRecord(decision="ROLLBACK"))
 
 
 def test_the_improve_loop_promotes_on_promote_only(tmp_path: Path):
@@ -110,7 +117,8 @@ def test_the_improve_loop_promotes_on_promote_only(tmp_path: Path):
     the version registered but not served, and promoting it by hand then needs --force."""
     reg = Registry(tmp_path / "reg")
     reg.promote(reg.register(_model(tmp_path, "base")).version)
-    summary = {"decision": "PROMOTE", "reasons": ["better"], "single_shot": {}}
+    single = gate([5, 6] * 10, [8, 9] * 10).model_dump(mode="json")
+    summary = {"decision": "PROMOTE", "reasons": ["better"], "single_shot": single}
     good = register_evaluated(reg, _model(tmp_path, "good", {"note": "trained"}), summary,
                               baseline="local")
     assert reg.current is not None and reg.current.version == good.version == "v2"
@@ -136,7 +144,45 @@ def test_an_audit_line_written_before_overrides_existed_still_reads():
            "previous": "v1", "reason": "gate PROMOTE vs local", "user": "ann",
            "gate": {"decision": "PROMOTE"}, "seq": 4}
     entry = AuditEntry.model_validate(old)
-    assert entry.override is None and entry.gate == {"decision": "PROMOTE"}
+    assert entry.override is None and entry.gate == GateRecord(decision="PROMOTE")
+
+
+def test_the_loop_hands_the_registry_a_typed_gate_record_the_audit_log_keeps(tmp_path: Path):
+    reg = Registry(tmp_path / "reg")
+    reg.promote(reg.register(_model(tmp_path, "base")).version)
+    single = gate([5, 6] * 10, [8, 9] * 10)
+    summary = {"decision": "PROMOTE", "reasons": ["better"],
+               "single_shot": single.model_dump(mode="json"), "architecture": None}
+    round_ref = RoundRef(round=2, work_dir=str(tmp_path / "work"), summary="improve round 2")
+    register_evaluated(reg, _model(tmp_path, "good", {"note": "trained"}), summary,
+                       baseline="local", improve=round_ref)
+    line = reg.history()[-1]
+    assert isinstance(line.gate, GateRecord) and line.gate.decision == "PROMOTE"
+    assert line.gate.single_shot == single and line.gate.architecture is None
+    assert line.gate.reasons == ["better"] and line.gate.improve == round_ref
+    raw = json.loads((reg.root / "audit.jsonl").read_text().splitlines()[-1])
+    assert raw["gate"]["improve"]["round"] == 2 and raw["gate"]["single_shot"]["n"] == 20
+    assert AuditEntry.model_validate(raw) == line
+
+
+def test_an_audit_line_whose_gate_was_a_dict_still_loads():
+    """What the loop wrote before the gate record was typed: the gate's fields and the round's
+    report parts as plain dicts (``mean_diff`` included, ``improve`` with its report)."""
+    single = gate([5, 6] * 10, [8, 9] * 10).model_dump(mode="json")
+    improve = {"round": 1, "work_dir": "runs/improve", "summary": "improve round 1 from local",
+               "pool": {"n": 8, "passed": 3}, "golden": {"tasks": 20}, "threshold": 7.0}
+    old = {"at": "2026-01-01T00:00:00Z", "action": "promote", "version": "v2", "previous": "v1",
+           "reason": "gate PROMOTE vs local", "user": "ann", "seq": 3,
+           "gate": {"decision": "PROMOTE", "single_shot": single, "architecture": None,
+                    "improve": improve}}
+    entry = AuditEntry.model_validate_json(json.dumps(old))
+    assert entry.gate is not None and entry.gate.decision == "PROMOTE"
+    assert isinstance(entry.gate.single_shot, GateDecision) and entry.gate.single_shot.n == 20
+    assert entry.gate.improve == RoundRef(round=1, work_dir="runs/improve",
+                                          summary="improve round 1 from local")
+    by_hand = {**old, "gate": {"p_value": 0.01}}  # a hand-made gate with no decision
+    entry = AuditEntry.model_validate(by_hand)
+    assert entry.action == "promote" and entry.gate is None
 
 
 @pytest.mark.parametrize("spelling", [["registry", "promote"], ["promote"]])
@@ -162,8 +208,6 @@ def test_the_cli_refuses_without_force_and_says_so_when_forced(tmp_path: Path,
 
 def test_the_history_says_when_a_promote_was_forced():
     from agentic_loop.cli.registry import _reason
-    from agentic_loop.distill.release.registry_audit import GateRecord
-
     review = GateRecord(decision="MANUAL_REVIEW")
     assert _reason("reviewed by Ann", review) == ("reviewed by Ann (forced past the gate's "
                                                   "MANUAL_REVIEW)")

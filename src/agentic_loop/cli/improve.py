@@ -177,6 +177,7 @@ ROUND_COLUMNS = (
     Col("hinted", justify="right", short="hint", drop=4),
     Col("sft rows", justify="right", short="sft", drop=2),
     Col("pairs", justify="right", short="dpo", drop=2),
+    Col("dropped", justify="right", short="drop", drop=2),
     Col("golden before", justify="right", short="gold<"),
     Col("golden after", justify="right", short="gold>"),
     Col("gate"), Col("version", short="ver"),
@@ -196,11 +197,15 @@ def _print_rounds(result: ImproveResult) -> None:
                       f"{r.threshold:g}" if r.threshold is not None else "-", _rate(r.pool),
                       str(r.hint.accepted if r.hint else 0),
                       str(data.sft_rows if data else 0), str(data.pairs if data else 0),
+                      str(data.dropped_samples if data else 0),
                       _rate(golden.baseline if golden else None),
                       _rate(golden.candidate if golden else None),
                       escape(r.decision.value if r.decision else "-"), version,
                       f"{sum(r.seconds.values()):.0f}")
     console.print(table)
+    for r in result.reports:  # what the table has no room for: how hints went, what was dropped
+        if r.details():
+            console.print(f"round {r.round}: {escape(r.details())}", highlight=False)
     console.print(f"stopped: {escape(result.stopped)}: {escape(result.reason)}", highlight=False,
                   soft_wrap=True)
     for r in result.reports:

@@ -201,9 +201,9 @@ def list_command(registry: RegistryDir = DEFAULT_REGISTRY) -> None:
         caption="* = current", caption_justify="left",
         hidden_hint="`agentic-loop registry show VERSION` shows all")
     for v in versions:
-        card, gate = v.card or {}, version_gate(v)
+        gate = version_gate(v)
         table.add_row("*" if current and v.version == current.version else "", v.version,
-                      escape(v.name), str(card.get("method", "-")),
+                      escape(v.name), escape(v.card.method) if v.card else "-",
                       "adapter" if v.adapter else "model", gate.decision if gate else "-",
                       v.registered_at, escape(v.path))
     console.print(table)

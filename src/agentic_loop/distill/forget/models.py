@@ -17,13 +17,17 @@ Example:
     >>> from datetime import UTC, datetime
     >>> from pathlib import Path
     >>> from agentic_loop.distill.forget.exports import ExportErasure
+    >>> from agentic_loop.distill.release.registry_audit import ModelVersion
     >>> hit = ExportErasure(dir=Path("/d/export"), rows_removed=2, manifest_sha256_before="ab")
-    >>> card = {"data": {"dir": "/d/export", "manifest_sha256": "ab"}}
-    >>> affects(card, None, [hit], earliest=None)
+    >>> card = {"name": "m", "base_model": "local", "method": "sft",
+    ...         "data": {"dir": "/d/export", "manifest_sha256": "ab"}}
+    >>> v1 = ModelVersion(version="v1", path="/m", name="m", registered_at="", card=card)
+    >>> affects(v1, [hit], earliest=None)
     'trained on /d/export (2 rows erased from it)'
-    >>> card = {"data": {"dir": "/d/export", "manifest_sha256": "00"},
+    >>> card = {**card, "data": {"dir": "/d/export", "manifest_sha256": "00"},
     ...         "finished_at": "2025-01-01T00:00:00+00:00"}
-    >>> print(affects(card, None, [hit], earliest=datetime(2025, 6, 1, tzinfo=UTC)))
+    >>> v2 = ModelVersion(version="v2", path="/m", name="m", registered_at="", card=card)
+    >>> print(affects(v2, [hit], earliest=datetime(2025, 6, 1, tzinfo=UTC)))
     None
 """
 
@@ -33,12 +37,15 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from agentic_loop.distill.forget.exports import ExportErasure
 from agentic_loop.distill.forget.files import parse_time
+
+if TYPE_CHECKING:
+    from agentic_loop.distill.release.registry_audit import ModelVersion
 
 __all__ = ["AffectedModel", "affects", "card_data_dirs", "mark_models"]
 
@@ -58,13 +65,14 @@ def _resolve(path: str | None) -> Path | None:
     return Path(path).expanduser().resolve() if path else None
 
 
-def affects(card: dict[str, Any] | None, registered_at: str | None,
-            erasures: Sequence[ExportErasure], *, earliest: datetime | None) -> str | None:
-    """Why a model with ``card`` holds erased rows, or ``None`` if it cannot."""
-    data = (card or {}).get("data") or {}
-    sha, folder = data.get("manifest_sha256"), _resolve(data.get("dir"))
-    trained = parse_time((card or {}).get("finished_at") or (card or {}).get("started_at")
-                         or registered_at)
+def affects(version: ModelVersion, erasures: Sequence[ExportErasure], *,
+            earliest: datetime | None) -> str | None:
+    """Why ``version`` (by the copy of its model card) holds erased rows, or ``None``."""
+    card = version.card
+    sha = card.data.manifest_sha256 if card else None
+    folder = _resolve(card.data.dir if card else None)
+    trained = parse_time((card.finished_at or card.started_at if card else None)
+                         or version.registered_at)
     for erasure in erasures:
         if not erasure.rows_removed:
             continue
@@ -89,7 +97,7 @@ def card_data_dirs(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     found = []
     for registry in _registries(roots):
         for version in registry.versions():
-            folder = _resolve(((version.card or {}).get("data") or {}).get("dir"))
+            folder = _resolve(version.card.data.dir if version.card else None)
             if folder is not None and folder.is_dir():
                 found.append(folder)
     return list(dict.fromkeys(found))
@@ -103,7 +111,7 @@ def mark_models(roots: Sequence[str | os.PathLike[str]], erasures: Sequence[Expo
     affected = []
     for registry in _registries(roots):
         for version in registry.versions():
-            why = affects(version.card, version.registered_at, erasures, earliest=earliest)
+            why = affects(version, erasures, earliest=earliest)
             if why is None:
                 continue
             affected.append(AffectedModel(registry=str(registry.root), version=version.version,

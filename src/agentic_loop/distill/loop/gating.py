@@ -16,13 +16,19 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentic_loop.distill.eval.gate import Decision
+from agentic_loop.distill.release.registry_audit import GateRecord, RoundRef
 from agentic_loop.distill.train.model_card import add_eval
 
-__all__ = ["baseline_spec", "eval_runners", "register_evaluated"]
+if TYPE_CHECKING:
+    from agentic_loop.distill.release.registry import Registry
+    from agentic_loop.distill.release.registry_audit import ModelVersion
+
+__all__ = ["baseline_spec", "eval_runners", "gate_record", "register_evaluated"]
 
 
 def eval_runners(arch: str | None, options: dict[str, Any]) -> Any:
@@ -40,7 +46,7 @@ def eval_runners(arch: str | None, options: dict[str, Any]) -> Any:
     return architecture_runner(arch, max_iterations=max_iterations, arch_kwargs=arch_kwargs)
 
 
-def baseline_spec(registry: Any, base: str) -> str:
+def baseline_spec(registry: Registry, base: str) -> str:
     """The model a candidate must beat: the registry's current weights, else ``base``.
 
     A current LoRA adapter cannot be loaded on its own, so ``base`` stands in for it.
@@ -49,24 +55,42 @@ def baseline_spec(registry: Any, base: str) -> str:
     return f"local:{current.path}" if current is not None and not current.adapter else base
 
 
-def register_evaluated(registry: Any, model_dir: str | os.PathLike[str], summary: dict[str, Any],
-                       *, baseline: str, notes: str | None = None, reason: str | None = None,
-                       gate: dict[str, Any] | None = None) -> Any:
+def gate_record(entry: Mapping[str, Any], improve: RoundRef | None = None) -> GateRecord:
+    """The release gate's record of an evaluation: what a promote's audit line keeps.
+
+    ``entry`` is the evaluation as the model card holds it
+    (:meth:`EvalReport.card_entry <agentic_loop.distill.eval.evaluate.EvalReport.card_entry>`):
+    its decision, reasons and per-mode gate numbers; ``improve`` names the round.
+
+    >>> gate_record({"decision": "PROMOTE", "reasons": ["better"], "single_shot": None},
+    ...             RoundRef(round=1)).improve.round
+    1
+    """
+    return GateRecord(decision=entry["decision"], reasons=[str(r) for r in
+                                                           entry.get("reasons") or []],
+                      single_shot=entry.get("single_shot"),
+                      architecture=entry.get("architecture"), improve=improve)
+
+
+def register_evaluated(registry: Registry, model_dir: str | os.PathLike[str],
+                       summary: Mapping[str, Any], *, baseline: str, notes: str | None = None,
+                       reason: str | None = None,
+                       improve: RoundRef | None = None) -> ModelVersion:
     """Append an evaluation to the model's card, register it, promote it when it says PROMOTE.
 
-    ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds);
-    ``gate`` adds to the gate fields of the promote line in the audit log.
-    A model already registered (a step re-run after a crash, or after its
-    round's state was lost: the same weights, by content digest) is not
-    registered again: its version is promoted, or not, as the evaluation says.
+    ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds),
+    appended to the model card as it is; the promote's audit line keeps its
+    :func:`gate_record` (with ``improve``, the round that asked). A model
+    already registered (a step re-run after a crash, or after its round's
+    state was lost: the same weights, by content digest) is not registered
+    again: its version is promoted, or not, as the evaluation says.
     """
     folder = Path(model_dir).expanduser()
     version = registry.registered(folder)
     if version is None:
-        add_eval(folder, summary)
+        add_eval(folder, dict(summary))
         version = registry.register(folder, notes=notes)
     if summary["decision"] == Decision.PROMOTE.value:
-        fields = {k: summary.get(k) for k in ("decision", "single_shot", "architecture")}
         registry.promote(version.version, reason=reason or f"gate PROMOTE vs {baseline}",
-                         gate={**fields, **(gate or {})})
+                         gate=gate_record(summary, improve))
     return version

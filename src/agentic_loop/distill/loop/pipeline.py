@@ -10,8 +10,13 @@ Each step is the library's own function, so the loop adds only the wiring:
    the registry's *current* version (or with ``base`` before the first
    promotion) on the golden set, writing ``eval.json`` and ``eval.png``;
 4. the model is registered with its card (the evaluation appended), and
-   promoted only when the decision is PROMOTE; otherwise it stays
-   registered for a person to review (``agentic-loop promote VERSION``).
+   promoted only when the decision is PROMOTE (the promote's audit line keeps
+   the gate's record, :class:`~agentic_loop.distill.release.registry_audit.GateRecord`);
+   otherwise it stays registered for a person to review. Since its last gate
+   decision was ROLLBACK or MANUAL_REVIEW, a plain promote is refused: after
+   the review, ``agentic-loop registry promote VERSION --force`` (or
+   ``Registry.promote(version, force=True)``) serves it and records the
+   override in the audit log.
 
 Every step is idempotent on a re-run with the same inputs (the export is
 rewritten, a finished training run is reused), so a loop that failed at the
@@ -42,6 +47,7 @@ from agentic_loop.errors import ConfigError
 if TYPE_CHECKING:
     from agentic_loop.distill.data.export import ExportReport
     from agentic_loop.distill.eval.evaluate import EvalReport
+    from agentic_loop.distill.release.registry import Registry
     from agentic_loop.distill.release.registry_audit import ModelVersion
     from agentic_loop.distill.train.trainer import TrainResult
 
@@ -69,7 +75,7 @@ def distill_loop(
     work_dir: str | os.PathLike[str],
     *,
     golden: str | os.PathLike[str],
-    registry: Any,
+    registry: Registry | str | os.PathLike[str],
     base: str = "local",
     method: str = "sft",
     arch: str | None = None,

@@ -28,10 +28,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, InstanceOf
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
+from agentic_loop.distill.data.manifest import describe_drops
 from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.eval.stats import t_interval, wilson
 from agentic_loop.distill.loop.settings import ImproveSettings
@@ -115,21 +124,80 @@ class GoldenStats(BaseModel):
                    candidate=GoldenRate.of_scores(*candidate))
 
 
+def _without(data: Any, **unrecorded: object) -> Any:
+    """``data`` (a dumped record) without the keys whose value says "not recorded"."""
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items()
+                if not (k in unrecorded and v == unrecorded[k])}
+    return data
+
+
 class HintCounts(BaseModel):
-    """Tasks retried with the verifier's hint, and the hinted answers accepted."""
+    """Tasks retried with the verifier's hint, the hinted answers accepted, and how hints went.
+
+    ``rationalized``: retried tasks whose hint gave the known answer and asked
+    for the working (STaR's rationalization); ``restated``: retried tasks with
+    a draft whose working only restated that answer (flagged, never trained
+    on). None: a report written before they were counted.
+
+    >>> HintCounts(retried=5, accepted=3, rationalized=2, restated=1).describe()
+    'hint: 5 retried (2 given the answer, 1 only restated it), 3 accepted'
+    >>> HintCounts(retried=4, accepted=1).describe()
+    'hint: 4 retried, 1 accepted'
+    """
 
     retried: int
     accepted: int
+    rationalized: int | None = None
+    restated: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _recorded(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Counts not recorded stay out of the JSON: an old round's report reads back the same."""
+        return _without(handler(self), rationalized=None, restated=None)
+
+    def describe(self) -> str:
+        """One line for people: what the hint stage did."""
+        how = [f"{n} {what}" for n, what in ((self.rationalized, "given the answer"),
+                                             (self.restated, "only restated it"))
+               if n is not None]
+        return (f"hint: {self.retried} retried" + (f" ({', '.join(how)})" if how else "")
+                + f", {self.accepted} accepted")
 
 
 class DataCounts(BaseModel):
-    """What the round's data gate let through: accepted and hinted runs, rows and pairs."""
+    """What the round's data gate let through: accepted and hinted runs, rows and pairs.
+
+    ``dropped`` is what each training rule kept out, per output (the export
+    manifest's ``dropped``: ``{"sft": {"failed_check": 3, "guard:recital": 1},
+    "pairs": {...}}``); empty when nothing was dropped or the report predates it.
+
+    >>> counts = DataCounts(sft_rows=4, dropped={"sft": {"failed_check": 3,
+    ...                                                  "guard:recital": 1}, "pairs": {}})
+    >>> counts.dropped_samples, counts.describe_drops()
+    (4, 'not trained on: SFT rows: 3 failed a check, 1 flagged recital')
+    """
 
     accepted: int = 0
     hinted: int = 0
     sft_rows: int = 0
     pairs: int = 0
     prompts: int | None = None
+    dropped: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _recorded(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """No drops recorded stay out of the JSON: an old round's report reads back the same."""
+        return _without(handler(self), dropped={})
+
+    @property
+    def dropped_samples(self) -> int:
+        """Samples kept out of the SFT rows (each counted under one rule)."""
+        return sum(self.dropped.get("sft", {}).values())
+
+    def describe_drops(self) -> str:
+        """One line for people: what the training rules kept out ("" when nothing)."""
+        return describe_drops(self.dropped)
 
 
 class TrainSummary(BaseModel):
@@ -175,6 +243,19 @@ class ImproveRound(BaseModel):
         serialization_alias="register")
     seconds: dict[str, float] = Field(default_factory=dict)
     ended: str | None = None
+
+    def details(self) -> str:
+        """The hint and data counts the rounds table has no room for ("" when none).
+
+        >>> r = ImproveRound(round=1, hint=HintCounts(retried=2, accepted=1, rationalized=2),
+        ...                  data=DataCounts(dropped={"sft": {"failed_check": 5}}))
+        >>> print(r.details().replace("; ", "\\n"))
+        hint: 2 retried (2 given the answer), 1 accepted
+        not trained on: SFT rows: 5 failed a check
+        """
+        parts = [self.hint.describe() if self.hint else "",
+                 self.data.describe_drops() if self.data else ""]
+        return "; ".join(part for part in parts if part)
 
 
 class ImproveResult(BaseModel):

@@ -206,6 +206,7 @@ class RoundRunner:
 
     def _register(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         from agentic_loop.distill.loop.gating import register_evaluated
+        from agentic_loop.distill.release.registry_audit import RoundRef
 
         gate = state.result("gate")
         report = round_report(state, self.settings)
@@ -218,7 +219,8 @@ class RoundRunner:
         version = register_evaluated(
             self.registry, state.result("train")["model_dir"],
             {**gate["card_entry"], "improve": improve}, baseline=baseline, notes=line,
-            reason=f"{line}; gate PROMOTE vs {baseline}", gate={"improve": improve})
+            reason=f"{line}; gate PROMOTE vs {baseline}",
+            improve=RoundRef(round=state.number, work_dir=str(self.work), summary=line))
         promoted = gate["decision"] == Decision.PROMOTE.value
         return {"version": version.version, "promoted": promoted,
                 "live": sync_live(self.registry) if promoted else None}
@@ -262,11 +264,13 @@ def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
         "round": state.number, "model": state.data.get("model"),
         "from_version": state.data.get("version"), "threshold": state.data.get("threshold"),
         "method": settings.method, "arch": settings.arch, "pool": pool,
-        "hint": hint and {"retried": hint["retried"], "accepted": hint["accepted"]},
+        "hint": hint and {"retried": hint["retried"], "accepted": hint["accepted"],
+                          "rationalized": hint.get("rationalized"),
+                          "restated": hint.get("restated")},
         "data": data and {"accepted": grown["passed"] if grown else 0,
                           "hinted": hint["accepted"] if hint else 0,
                           "sft_rows": data.get("sft_rows", 0), "pairs": data.get("pairs", 0),
-                          "prompts": data.get("prompts")},
+                          "prompts": data.get("prompts"), "dropped": data.get("dropped") or {}},
         "train": train and {k: train[k] for k in ("model_dir", "steps", "loss")},
         "golden": gate["golden"] if gate else None,
         "decision": gate["decision"] if gate else None,

@@ -77,7 +77,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
@@ -93,6 +92,7 @@ from agentic_loop.distill.release.registry_audit import (
     AUDIT_FILE,
     INDEX_FILE,
     AuditEntry,
+    GateRecord,
     ModelVersion,
     RegistryError,
     RegistryIndex,
@@ -186,7 +186,8 @@ class Registry:
         if str(version) == "current":
             if index.current is None:
                 raise RegistryError(f"registry {self.root} has no current version yet; "
-                                    "promote one first (`agentic-loop promote VERSION`)")
+                                    "promote one first (`agentic-loop registry promote "
+                                    "VERSION`)")
             return self._find(index, index.current)
         return self._find(index, self._normalize(version))
 
@@ -235,7 +236,7 @@ class Registry:
         card = None
         if (source / CARD_FILE).is_file():
             try:
-                card = read_card(source).model_dump(mode="json")
+                card = read_card(source)
             except ModelCardError as exc:
                 raise RegistryError(f"cannot register {source}: {exc}") from None
         base = adapter_base(source) if adapter else None
@@ -248,9 +249,10 @@ class Registry:
                 raise RegistryError(
                     f"the model in {source} is already registered in {self.root} as "
                     f"{same.version} ({same.path}; same weights and config, sha256 "
-                    f"{digest[:12]}); promote {same.version} to serve it (`agentic-loop promote "
-                    f"{same.version}`), or pass force=True (`agentic-loop register --force`) "
-                    "to add it again as a new version")
+                    f"{digest[:12]}); promote {same.version} to serve it (`agentic-loop "
+                    f"registry promote {same.version}`, with --force if its last gate did not "
+                    "say PROMOTE), or pass force=True (`agentic-loop registry register "
+                    "--force`) to add it again as a new version")
             version = f"v{self._next_number(index)}"
             path = self._copy_in(source, version) if copy else source
             entry = ModelVersion(version=version, path=str(path), name=name or source.name,
@@ -262,17 +264,18 @@ class Registry:
         return entry
 
     def promote(self, version: str | int, *, reason: str | None = None,
-                gate: dict[str, Any] | None = None, force: bool = False) -> ModelVersion:
+                gate: GateRecord | None = None, force: bool = False) -> ModelVersion:
         """Make ``version`` current; the version it replaces becomes the rollback target.
 
         A version whose last release-gate decision
         (:func:`~.registry_audit.version_gate`) was ROLLBACK or MANUAL_REVIEW
         is refused unless ``force``; a forced promote keeps the decision it
         overrode in its audit line (``override``; who and when: ``user``,
-        ``at``). ``gate`` holds the fields of a gate that just decided (its
-        ``decision`` is the last one then). A version with no gate record
-        (registered by hand) promotes as before. Promoting the version that
-        is already current changes nothing (and logs nothing).
+        ``at``). ``gate`` is the record of a gate that just decided
+        (:class:`~.registry_audit.GateRecord`: its ``decision`` is the last one
+        then, and the audit line keeps it). A version with no gate record
+        (registered by hand) promotes as before. Promoting the version that is
+        already current changes nothing (and logs nothing).
         """
         with self._locked():
             index = self._read()
@@ -401,7 +404,7 @@ class Registry:
             make_dir(self.root, what="registry folder", error=RegistryError)
         elif not self.root.is_dir():
             raise RegistryError(f"there is no registry at {self.root}; register a model first "
-                                "(`agentic-loop register MODEL_DIR --registry ...`)")
+                                "(`agentic-loop registry register MODEL_DIR --registry ...`)")
         try:
             self._lock.acquire()
         except Timeout:

@@ -37,15 +37,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentic_loop.clock import utc_stamp
-from agentic_loop.distill.eval.gate import Decision
-from agentic_loop.distill.train.model_card import CARD_FILE, ModelCardError, read_card
+from agentic_loop.distill.eval.gate import Decision, GateDecision
+from agentic_loop.distill.train.model_card import CARD_FILE, ModelCard, ModelCardError, read_card
 from agentic_loop.errors import ReleaseError
 
 __all__ = ["AuditEntry", "GateRecord", "ModelVersion", "RegistryError", "RegistryIndex",
-           "apply_entry", "backup_versions", "catch_up", "gate_override", "last_gate",
+           "RoundRef", "apply_entry", "backup_versions", "catch_up", "gate_override", "last_gate",
            "replay_audit", "version_gate"]
 
 INDEX_FILE = "index.json"
@@ -65,20 +65,61 @@ class ModelVersion(BaseModel):
     registered_at: str
     adapter: bool = False
     base_model: str | None = None
-    card: dict[str, Any] | None = None
+    #: a copy of the model's card when it was registered; index and audit files written when
+    #: it was kept as a plain dict load into it (every card the registry copied was read
+    #: through :func:`~agentic_loop.distill.train.model_card.read_card`, so it validates)
+    card: ModelCard | None = None
     notes: str | None = None
     #: the model's content digest (:mod:`~agentic_loop.distill.release.model_digest`);
     #: None for versions registered before digests were kept
     content_sha256: str | None = None
 
 
+class RoundRef(BaseModel):
+    """The improve round that asked for a promote: its number, work folder and summary line.
+
+    A reference, not a copy: the round's whole report is ``round-NNN/report.json``
+    under ``work_dir`` (and in the model card's evaluation). Audit lines written
+    before this record carried the report's parts too; they still load.
+    """
+
+    round: int
+    work_dir: str | None = None
+    summary: str | None = None
+
+
 class GateRecord(BaseModel):
-    """The release gate's word on a version: its decision, why, and when it was evaluated."""
+    """The release gate's word on a version: its decision, why, when, and the numbers behind it.
+
+    The one gate record of the release side: what a gate that just decided
+    hands :meth:`~agentic_loop.distill.release.registry.Registry.promote`
+    (the promote line's ``gate``), what :func:`last_gate` reads from a model
+    card, and what a forced promote keeps as ``override``. ``single_shot`` and
+    ``architecture`` are the gate's per-mode
+    :class:`~agentic_loop.distill.eval.gate.GateDecision` (means, p-value, task
+    count); a record read back from a card carries only the decision, its
+    reasons and time. Keys it does not know are kept (``extra="allow"``), so an
+    audit line written when the gate was a plain dict reads back whole.
+
+    >>> record = GateRecord(decision="PROMOTE", reasons=["better"], improve=RoundRef(round=2))
+    >>> GateRecord.model_validate_json(record.model_dump_json()) == record
+    True
+    >>> GateRecord.model_validate({"decision": "PROMOTE", "p_value": 0.01}).model_extra
+    {'p_value': 0.01}
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     decision: Decision
     reasons: list[str] = Field(default_factory=list)
     #: when the evaluation was recorded (the card entry's ``at``); None when it says not
     at: str | None = None
+    #: the gate's decision on single-shot answers (None when not recorded)
+    single_shot: GateDecision | None = None
+    #: the gate's decision inside the evaluation architecture (None when not run)
+    architecture: GateDecision | None = None
+    #: the improve round whose candidate this is (None: the one-shot pipeline, or by hand)
+    improve: RoundRef | None = None
 
     def describe(self) -> str:
         """``MANUAL_REVIEW (evaluated 2026-01-02T00:00:00+00:00: within noise)``."""
@@ -87,8 +128,8 @@ class GateRecord(BaseModel):
         return f"{self.decision.value} ({when}: {why})"
 
 
-def last_gate(*cards: Mapping[str, Any] | None) -> GateRecord | None:
-    """The latest release-gate decision in the ``evals`` of ``cards`` (model cards as dicts).
+def last_gate(*cards: ModelCard | Mapping[str, Any] | None) -> GateRecord | None:
+    """The latest release-gate decision in the ``evals`` of ``cards`` (model cards, or dicts).
 
     Entries without a decision the gate can give are skipped; the latest
     ``at`` wins, and among equal times the one listed last. None: no card
@@ -96,7 +137,7 @@ def last_gate(*cards: Mapping[str, Any] | None) -> GateRecord | None:
     """
     found: list[tuple[str, int, GateRecord]] = []
     for card in cards:
-        evals = (card or {}).get("evals")
+        evals = card.evals if isinstance(card, ModelCard) else (card or {}).get("evals")
         for i, item in enumerate(evals if isinstance(evals, list) else []):
             if not isinstance(item, Mapping):
                 continue
@@ -112,22 +153,23 @@ def last_gate(*cards: Mapping[str, Any] | None) -> GateRecord | None:
     return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
 
 
-def version_gate(entry: ModelVersion, gate: Mapping[str, Any] | None = None) -> GateRecord | None:
-    """The last gate decision on ``entry``: ``gate``'s when a gate just decided (it holds a
-    ``decision``), else the latest in the card the registry copied at registration and in
-    the card in the model folder now (an ``agentic-loop eval --record`` after registering)."""
-    if gate is not None and gate.get("decision") is not None:
-        return last_gate({"evals": [{**gate, "at": utc_stamp()}]})
-    folder_card = None
+def version_gate(entry: ModelVersion, gate: GateRecord | None = None) -> GateRecord | None:
+    """The last gate decision on ``entry``: ``gate`` when a gate just decided (stamped now
+    when it has no time), else the latest in the card the registry copied at registration
+    and in the card in the model folder now (an ``agentic-loop eval --record`` after
+    registering)."""
+    if gate is not None:
+        return gate if gate.at else gate.model_copy(update={"at": utc_stamp()})
+    folder_card: ModelCard | None = None
     if (Path(entry.path) / CARD_FILE).is_file():
         try:
-            folder_card = read_card(entry.path).model_dump(mode="json")
+            folder_card = read_card(entry.path)
         except (ModelCardError, OSError):
             folder_card = None  # unreadable now: the copy taken at registration decides
     return last_gate(entry.card, folder_card)
 
 
-def gate_override(entry: ModelVersion, gate: Mapping[str, Any] | None, *, force: bool,
+def gate_override(entry: ModelVersion, gate: GateRecord | None, *, force: bool,
                   root: Path) -> GateRecord | None:
     """The gate decision a promote of ``entry`` (in the registry at ``root``) overrides, or None.
 
@@ -156,13 +198,23 @@ class AuditEntry(BaseModel):
     previous: str | None = None
     reason: str | None = None
     user: str | None = None
-    gate: dict[str, Any] | None = None
+    #: the gate that just decided, on a promote the loop made (None: by hand)
+    gate: GateRecord | None = None
     #: the registered version itself (register lines), so the index can be rebuilt from the log
     model: ModelVersion | None = None
     #: a promote forced past the gate: the decision it overrode (who and when: ``user``, ``at``)
     override: GateRecord | None = None
     #: the line's place in the log (1, 2, ...); None on lines written before it was kept
     seq: int | None = None
+
+    @field_validator("gate", mode="before")
+    @classmethod
+    def _old_gate(cls, value: Any) -> Any:
+        """An old line's gate dict with no decision the gate gives reads as None, so the line
+        (a promote the index replays) still loads; the file keeps what it said."""
+        if isinstance(value, Mapping) and value.get("decision") not in {d.value for d in Decision}:
+            return None
+        return value
 
 
 class RegistryIndex(BaseModel):

@@ -23,7 +23,7 @@ the index is read only when they changed). When ``current`` moves:
   start is recorded as failed, and the version served before goes on.
 
 Only this process restarts its vLLM, so no signal crosses processes:
-``agentic-loop promote`` swaps adapters itself and otherwise leaves the
+``agentic-loop registry promote`` swaps adapters itself and otherwise leaves the
 restart to this watcher. ``serving.json`` carries a token drawn at start,
 which the front answers at its identity route with the version served; it
 is removed on a clean exit, and after a crash (or with its pid reused by
