@@ -32,7 +32,7 @@ README = BENCH / "README.md"
 START = "<!-- bench-summary:start (written by bench/summary.py; edits here are overwritten) -->"
 END = "<!-- bench-summary:end -->"
 ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "front", "quality",
-         "quality_full"]
+         "quality_distilled", "quality_full"]
 RATIO_HINTS = ("ratio", "_over_", "speedup")
 
 
@@ -276,7 +276,9 @@ def bench_table(rows: list[tuple[str, Path, dict[str, Any]]], base: Path) -> str
     lines = [("| bench | headline numbers (ratios vs a baseline in the same run) | date | machine "
              "| results |"), "|---|---|---|---|---|"]
     for name, path, d in rows:
-        heads = HEADLINES.get(name, generic)(d) or ["(no headline numbers)"]
+        # quality_full, quality_distilled: a variant of a known bench reads as that bench
+        headline = HEADLINES.get(name) or HEADLINES.get(name.split("_", 1)[0], generic)
+        heads = headline(d) or ["(no headline numbers)"]
         mode = f" ({d['mode']})" if isinstance(d.get("mode"), str) else \
             " (quick)" if d.get("quick") else ""
         link = os.path.relpath(path, base)
@@ -364,8 +366,11 @@ def markdown(results: Path = RESULTS, base: Path = BENCH) -> str:
             f"{len(rows)} result file(s) in `{os.path.relpath(results, base)}/`.")
     parts = [head, "", bench_table(rows, base) if rows else "No results yet."]
     for name, _, q in rows:
-        if name in ("quality", "quality_full"):
-            parts += ["", f"### Quality on held-out tasks ({q.get('mode', name)})", "",
+        if name.startswith("quality"):
+            variant = name.partition("_")[2]
+            label = q.get("mode", name) + (f", {variant} rows" if variant not in ("", "full")
+                                           else "")
+            parts += ["", f"### Quality on held-out tasks ({label})", "",
                       quality_table(q)]
     return "\n".join(parts)
 
