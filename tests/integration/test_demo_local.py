@@ -1,50 +1,75 @@
-"""The demo end to end on the real embedded model, shrunk: both loops, two improve rounds.
+"""The demo end to end on the real embedded model, shrunk, then the README's training block on it.
 
-Six tasks (four train, two held-out), 16 new tokens, one refine round, one
-sample per task and one LoRA step per round, and a score bar of 0 so every
-round has something to train on: what ``make demo`` runs, in a few minutes.
-The checks are on what a user reads: the per-round table in the console,
-the improve curve in the output folder, and the rounds in ``report.json``.
+A small demo (20 held-out tasks, the gate's minimum; 12 train tasks, best-of-4,
+2 LoRA steps, one round) runs through the CLI in a scratch folder, as ``make
+demo`` does from the repository root; then every command of the README's
+training-loop block runs there as written, parsed from README.md so this test
+fails when the README drifts. Two substitutions keep it short, and are the
+only ones: ``--max-steps 30`` becomes ``--max-steps 2``, and ``serve`` (it needs
+the vLLM venv, ``make vllm``) is left out. ``registry promote`` may refuse a
+version whose gate said MANUAL_REVIEW or ROLLBACK (it must then say ``--force``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
-from agentic_loop.demo.run import DemoOptions, run_demo
-from agentic_loop.distill.release import Registry
 
 pytestmark = pytest.mark.slow
 
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "agentic-loop")
 
-def test_demo_runs_both_loops_then_two_improve_rounds(tmp_path: Path) -> None:
-    opts = DemoOptions(n_tasks=6, held_out=0.34, max_tokens=16, max_iterations=1, concurrency=4,
-                       train_steps=1, rounds=2, samples=1, thresholds=(0.0, 0.0))
-    console = Console(record=True, width=220)
-    result = run_demo(tmp_path / "demo", opts, console=console)
 
-    assert [p["name"] for p in result["phases"]] == [
-        "single-shot", "Reflection", "ArchiveRefine (cold)", "ArchiveRefine (warm)"]
-    rounds = result["improve"]["rounds"]
-    assert [r["round"] for r in rounds] == [1, 2], result["improve"]["reason"]
-    assert result["improve"]["stopped"] == "rounds"
-    for r in rounds:
-        assert r["sft_rows"] >= 1 and r["train_steps"] == 1
-        assert r["pool"]["n"] == 4 and r["golden_after"]["n"] == 2
-        low, high = r["golden_after"]["interval"]
-        assert 0.0 <= low <= r["golden_after"]["pass_rate"] <= high <= 1.0
-        assert r["decision"] in ("PROMOTE", "MANUAL_REVIEW", "ROLLBACK")
-    registry = Registry(tmp_path / "demo" / "registry")
-    assert [v.version for v in registry.versions()] == ["v1", "v2", "v3"]
-    assert [r["version"] for r in rounds] == ["v2", "v3"]
+def training_block(readme: Path = ROOT / "README.md") -> list[str]:
+    """The commands of the first bash block under '## The training loop' (comments dropped)."""
+    text = readme.read_text(encoding="utf-8")
+    section = text.split("\n## The training loop", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "README's training-loop section has no ```bash block"
+    joined = block.group(1).replace("\\\n", " ")
+    lines = [line.split(" #", 1)[0].strip() for line in joined.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
 
-    curve = Path(result["improve"]["plot"])
-    assert curve == tmp_path / "demo" / "improve" / "improve.png" and curve.stat().st_size > 1000
-    on_disk = json.loads((tmp_path / "demo" / "report.json").read_text())
-    assert on_disk["improve"]["rounds"] == json.loads(json.dumps(rounds))
-    text = console.export_text()
-    assert "training-time loop: improve rounds" in text and "held-out after" in text
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_readme_block_is_found_and_names_the_demos_outputs() -> None:
+    commands = training_block()
+    assert any(c.startswith("agentic-loop export --trajectories runs/demo/") for c in commands)
+    assert any("--max-steps 30" in c for c in commands)
+
+
+def test_a_small_demo_then_the_readmes_training_block_as_written(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTIC_LOOP_DATA": str(tmp_path / "data"), "COLUMNS": "80"}
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    demo = _run([CLI, "demo", "--held-out", "20", "--train-tasks", "12", "--samples", "4",
+                 "--train-steps", "2", "--rounds", "1", "--concurrency", "8"], tmp_path, env)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    lines = [line for line in demo.stdout.splitlines() if line.strip()]
+    assert "held-out tasks against the base model's" in " ".join(lines[-3:]), demo.stdout
+    assert max(len(line) for line in lines) <= 80, demo.stdout
+    report = json.loads((tmp_path / "runs" / "demo" / "report.json").read_text())
+    assert report["held_out"]["tasks"] == 20 and report["closing"]
+
+    for command in training_block():
+        args = shlex.split(command.replace("--max-steps 30", "--max-steps 2"))
+        if args[1] == "serve":
+            continue
+        result = _run([CLI, *args[1:]], tmp_path, env)
+        said = result.stdout + result.stderr
+        if args[1:3] == ["registry", "promote"] and result.returncode != 0:
+            assert "--force" in said, (command, said)
+            continue
+        assert result.returncode == 0, (command, said)
+    assert (tmp_path / "runs" / "v1" / "model_card.yaml").is_file()

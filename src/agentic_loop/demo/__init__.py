@@ -1,14 +1,16 @@
-"""The demo: the whole loop on the embedded model, from a cold start to a gated, trained model.
+"""The demo: improve rounds on the embedded model, measured on held-out tasks it never saw.
 
-``agentic-loop demo`` (or :func:`run_demo`) runs single-shot, Reflection and
-ArchiveRefine on held-out tasks, then improvement rounds (:mod:`.improve`),
-and writes a report and plots. :mod:`.options` holds its knobs
-(:class:`DemoOptions`), :mod:`.run` the phases and the report.
+``agentic-loop demo`` (or :func:`run_demo`) draws a dev set (train tasks and
+200 held-out ones), runs improve rounds on the train tasks (:mod:`.improve`),
+and compares the base model with each round's candidate on the held-out
+tasks (:mod:`.heldout`: McNemar p-values, 95% intervals, the gate's
+decision, one closing line). :mod:`.options` holds its knobs
+(:class:`DemoOptions`), :mod:`.run` the steps, the rerun rules and the report.
 
 Example:
     >>> from agentic_loop.demo import DemoOptions
-    >>> DemoOptions().n_tasks
-    30
+    >>> DemoOptions().held_out_tasks
+    200
 """
 
 from agentic_loop.demo.options import DemoOptions

@@ -3,11 +3,10 @@
 Why a module of its own: the demo used to distill once from the logged runs;
 the training-time loop is now :func:`~agentic_loop.distill.loop.improve.improve`
 (grow, hint retry, train, gate, register, promote, round after round), so the
-demo runs a few small rounds of it and shows the curve. This module holds the
-demo-sized settings (a held-out set of a handful of tasks may decide, and only
-a halving rolls back, so the rounds the demo promises are the rounds it shows),
-a progress display for the stages, the per-round table, and the plain numbers
-that go into the demo's ``report.json``.
+demo runs a few rounds of it. This module holds the demo's settings (the
+library's default gate, answers batched), a progress display for the stages,
+the per-round table, and the plain numbers that go into the demo's
+``report.json``.
 
 Example (a round's report, as ``improve`` writes it, into the demo's numbers):
     >>> r = {"round": 1, "model": "local", "from_version": "v1", "threshold": 7.0,
@@ -28,14 +27,15 @@ Example (a round's report, as ``improve`` writes it, into the demo's numbers):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from agentic_loop.tables import Col, FitTable, percent
 from agentic_loop.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
@@ -44,6 +44,12 @@ if TYPE_CHECKING:
 
 __all__ = ["StageProgress", "fmt_rate", "improve_summary", "round_row", "rounds_table",
            "run_rounds"]
+
+
+#: What each stage counts, in the demo's words (``improve`` names the model by its long spec).
+_STAGES = {"grow": "sampling train tasks", "hint": "hinted retries of train tasks",
+           "gate": "gate: held-out tasks, both models"}
+_DEMO_WORDS = re.compile(r"grow \(.*\)|hint retry|gate vs \S+")
 
 
 class StageProgress:
@@ -63,6 +69,9 @@ class StageProgress:
     def start(self, stage: str, total: int | None = None) -> None:
         """A stage begins (``total`` steps when known)."""
         self.finish()
+        stage = _DEMO_WORDS.sub(lambda m: _STAGES[m.group(0).split(" ", 1)[0]], stage)
+        if len(stage) > 44:
+            stage = stage[:43] + "…"
         self.current = self.bar.add_task(escape(stage), total=total)
 
     def advance(self, n: int = 1) -> None:
@@ -74,22 +83,24 @@ class StageProgress:
 def run_rounds(opts: DemoOptions, pool: Sequence[TaskSpec], golden: Sequence[TaskSpec],
                registry: Any, work: Path, embedder: Any, console: Console, *,
                backend: Any = None) -> ImproveResult:
-    """``opts.rounds`` improve rounds of ``pool``, gated on ``golden``, into ``work``."""
+    """``opts.rounds`` improve rounds of ``pool``, gated on ``golden``, into ``work``.
+
+    The gate is the library's default one (``opts.gate_options`` may override
+    its rules); only its speed is the demo's: answers run ``opts.concurrency``
+    at a time, so the local engine batches them.
+    """
     from agentic_loop.distill.loop.improve import ImproveSettings, improve
     from agentic_loop.progress import progress_bar
 
     settings = ImproveSettings(
         rounds=opts.rounds, samples=opts.samples, max_tokens=opts.max_tokens,
-        thresholds=tuple(opts.thresholds), base=opts.model, patience=opts.rounds + 1,
-        max_concurrency=opts.concurrency,
+        temperatures=tuple(opts.temperatures), thresholds=tuple(opts.thresholds),
+        base=opts.model, max_concurrency=opts.concurrency,
         train_options={"max_steps": opts.train_steps, "lora": opts.lora, "max_length": 256,
                        "progress": False},
         export_options={"pii": opts.pii, "embedder": embedder},
-        # a held-out set of a handful of tasks may decide, only a halving of the mean score
-        # rolls back (a 9-task set is noisy), and no plateau stops the loop before its round
-        # budget: the demo shows the rounds it promises
-        eval_options={"min_tasks": max(2, len(golden)), "rollback_ratio": opts.rollback_ratio,
-                      "embedder": embedder})
+        eval_options={"embedder": embedder, "max_concurrency": opts.concurrency,
+                      **dict(opts.gate_options)})
     with progress_bar(console=console) as bar:
         display = StageProgress(bar)
         try:
@@ -103,8 +114,7 @@ def fmt_rate(stats: Mapping[str, Any] | None) -> str:
     """A pass rate with its 95% interval, in percent (``-`` when there is none)."""
     if not stats or stats.get("pass_rate") is None:
         return "-"
-    low, high = stats["interval"]
-    return f"{stats['pass_rate']:.0%} [{low:.0%}-{high:.0%}]".replace("%-", "-", 1)
+    return percent(stats["pass_rate"], stats["interval"])
 
 
 def _rate(stats: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -140,22 +150,26 @@ def round_row(report: ImproveRound | Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def rounds_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """The per-round table the demo prints (``*``: the version was promoted)."""
-    table = Table(title="training-time loop: improve rounds (held-out = the golden set; "
-                  "95% Wilson intervals)", title_justify="left")
-    for column in ("round", "from", "bar", "pool pass", "hinted", "SFT rows", "pairs", "steps",
-                   "held-out before", "held-out after", "gate", "version", "s"):
-        table.add_column(column, justify="left" if column in ("from", "gate") else "right",
-                         no_wrap=column != "gate")
+def rounds_table(rows: Sequence[Mapping[str, Any]]) -> FitTable:
+    """What each round trained on, at any width (the held-out verdict is its own table)."""
+    table = FitTable("improve rounds: what each round sampled and trained on", [
+        Col("round", justify="right", short="#"), Col("bar", justify="right"),
+        Col("train pool pass [95% CI]", justify="right", short="pool"),
+        Col("hinted", justify="right", short="hint", drop=2),
+        Col("SFT rows", justify="right", short="SFT"),
+        Col("pairs", justify="right", drop=3), Col("steps", justify="right"),
+        Col("gate", wrap=True), Col("s", justify="right", drop=1)],
+        caption="bar: the score (0-10) a sample needs to train; pool: best-of-n samples of "
+                "the model the round started from", title_justify="left")
     for r in rows:
-        version = (r["version"] or "-") + (" *" if r["promoted"] else "")
-        table.add_row(str(r["round"]), escape(str(r["from"])),
+        table.add_row(str(r["round"]),
                       f"{r['threshold']:g}" if r["threshold"] is not None else "-",
-                      fmt_rate(r["pool"]), str(r["hinted"]), str(r["sft_rows"]), str(r["pairs"]),
+                      fmt_rate(r["pool"]), str(r["hinted"]), str(r["sft_rows"]),
+                      str(r["pairs"]),
                       str(r["train_steps"] if r["train_steps"] is not None else "-"),
-                      fmt_rate(r["golden_before"]), fmt_rate(r["golden_after"]),
-                      escape(r["decision"] or r["ended"] or "-"), version, f"{r['seconds']:.0f}")
+                      escape(r["decision"] or r["ended"] or "-")
+                      + (f" {r['version']} *" if r["promoted"] else ""),
+                      f"{r['seconds']:.0f}")
     return table
 
 

@@ -5,8 +5,8 @@ noisy rates, and "golden 0.45 -> 0.55" means little without its spread.
 Rates carry a 95% Wilson interval (sound near 0 and 1 and for small n,
 where the normal one is not); mean scores a 95% Student-t interval. The
 round's report is ``round-NNN/report.json``; the whole run is
-``improve.json`` and ``improve.png`` (golden and pool pass rate per round,
-the interval as error bars, round 0 the starting model on the golden set).
+``improve.json`` and ``improve.png`` (each round's candidate on the golden
+set, promoted or refused, against the starting model, with intervals).
 
 Example:
     >>> [round(x, 3) for x in wilson(8, 10)]
@@ -30,9 +30,11 @@ from agentic_loop.distill.eval.evaluate import EvalReport
 from agentic_loop.distill.eval.stats import wilson
 from agentic_loop.distill.loop.pool import locked_rubric
 from agentic_loop.distill.loop.records import GoldenRate, GoldenStats, ImproveRound, MeanScore, Rate
+from agentic_loop.tables import percent
 from agentic_loop.tasks.spec import TaskSpec
 
-__all__ = ["golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line", "wilson"]
+__all__ = ["golden_flags", "golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line",
+           "wilson"]
 
 def rate_stats(passed: int, total: int) -> Rate:
     """A pass rate with its counts and 95% Wilson interval."""
@@ -75,8 +77,7 @@ def golden_stats(evaluation: EvalReport | Mapping[str, Any], golden: Sequence[Ta
 def _fmt_rate(stats: Rate | None) -> str:
     if stats is None or stats.pass_rate is None:
         return "n/a"
-    low, high = stats.interval
-    return f"{stats.pass_rate:.2f} [{low:.2f}, {high:.2f}]"
+    return percent(stats.pass_rate, stats.interval)  # rates print one way: percent
 
 
 def summary_line(report: ImproveRound) -> str:
@@ -93,27 +94,72 @@ def summary_line(report: ImproveRound) -> str:
     return "; ".join(parts)
 
 
-def _point(x: int, stats: Rate | None) -> list[tuple[float, float, float, float]]:
-    if stats is None or stats.pass_rate is None:
-        return []
-    low, high = stats.interval
-    return [(float(x), float(stats.pass_rate), float(low), float(high))]
+def golden_flags(evaluation: EvalReport | Mapping[str, Any], golden: Sequence[TaskSpec], side: str,
+                 *, pass_score: float = 8.0) -> list[bool]:
+    """Per golden task, in the evaluation's order: did ``side`` (``baseline``/``candidate``) pass?
+
+    The paired pass/fail lists a McNemar test compares (see :func:`golden_stats`).
+    """
+    report = (evaluation if isinstance(evaluation, EvalReport)
+              else EvalReport.model_validate(evaluation))
+    by_id = {str(g.id): g for g in golden}
+    return [_golden_pass(by_id.get(str(t.id)), getattr(t, f"{side}_output") or "",
+                         float(getattr(t, side)), pass_score) for t in report.tasks]
 
 
-def plot_curve(reports: Sequence[ImproveRound], path: Path) -> Path | None:
-    """The golden and pool pass rate per round, with intervals (``None`` with nothing to plot)."""
-    from agentic_loop.plots import plot_rates
+def plot_curve(reports: Sequence[ImproveRound], path: Path, *,
+               golden_label: str = "golden set") -> Path | None:
+    """Each round's candidate against the model it started from, on the golden set.
 
-    golden: list[tuple[float, float, float, float]] = []
-    pool: list[tuple[float, float, float, float]] = []
-    for report in reports:
-        stats = report.golden
-        if not golden:
-            golden += _point(0, stats.baseline if stats else None)  # the starting model
-        golden += _point(report.round, stats.candidate if stats else None)
-        pool += _point(report.round, report.pool)
-    if not golden and not pool:
+    Round 0 is the starting model (its pass rate also a dashed line across),
+    each round's candidate is a point with its 95% Wilson interval: filled and
+    labelled ``promoted`` when the gate promoted it, hollow and labelled with
+    the gate's decision when it was refused. The pool's pass rate is not drawn:
+    it is the sampling model's rate on the tasks it trains on, not the
+    candidate's. ``None`` when no round reached its gate.
+    """
+    from agentic_loop.plots import _pyplot, _save  # the package's one matplotlib set-up
+
+    gated = [r for r in reports if r.golden is not None]
+    if not gated:
         return None
-    plot_rates({"golden (candidate; round 0: start)": golden, "pool samples": pool}, path,
-               title="improve: pass rate per round (95% Wilson intervals)")
+    start = gated[0].golden.baseline if gated[0].golden else None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if start is not None and start.pass_rate is not None:
+        low, high = start.interval
+        ax.axhspan(low, high, color="0.85", zorder=0)
+        ax.axhline(start.pass_rate, color="0.4", linestyle="--", linewidth=1,
+                   label=f"starting model {start.pass_rate:.0%} (band: 95% interval)")
+        ax.errorbar([0], [start.pass_rate],
+                    yerr=[[start.pass_rate - low], [high - start.pass_rate]], marker="s",
+                    color="0.3", capsize=4)
+    shown: set[str] = set()
+    for r in gated:
+        cand = r.golden.candidate if r.golden else None
+        if cand is None or cand.pass_rate is None:
+            continue
+        low, high = cand.interval
+        promoted = bool(r.registration and r.registration.promoted)
+        decision = r.decision.value if r.decision else "no decision"
+        label = "candidate, promoted" if promoted else f"candidate, refused ({decision})"
+        ax.errorbar([r.round], [cand.pass_rate],
+                    yerr=[[cand.pass_rate - low], [high - cand.pass_rate]], marker="o",
+                    markersize=8, capsize=4, color="tab:green" if promoted else "tab:red",
+                    markerfacecolor="tab:green" if promoted else "white",
+                    label=None if label in shown else label)
+        shown.add(label)
+        ax.annotate(f"{cand.pass_rate:.0%} {'promoted' if promoted else decision}",
+                    (r.round, cand.pass_rate), textcoords="offset points", xytext=(8, 4),
+                    fontsize=8)
+    ax.set_xticks(range(0, max(r.round for r in gated) + 1))
+    ax.set_xticklabels(["start"] + [str(i) for i in range(1, max(r.round for r in gated) + 1)])
+    ax.set_xlim(-0.5, max(r.round for r in gated) + 0.8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("improve round (its candidate model)")
+    ax.set_ylabel(f"pass rate on the {golden_label}")
+    ax.set_title(f"Single-shot pass rate on the {golden_label}, 95% Wilson intervals",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    _save(fig, path)
     return path
