@@ -191,6 +191,16 @@ def test_no_module_is_too_long_to_hold() -> None:
     assert long == [], long
 
 
+def test_no_folder_is_too_crowded_to_scan() -> None:
+    """A folder past ~15 modules (its __init__ aside) has a sub-package waiting in it."""
+    crowded = {}
+    for folder in {p.parent for p in SOURCES}:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > 15:
+            crowded[_rel(folder)] = len(modules)
+    assert crowded == {}, crowded
+
+
 def test_the_root_is_public() -> None:
     assert agentic_loop.AgenticLoopError is AgenticLoopError
 

@@ -131,7 +131,7 @@ def run_demo(out: str | Path = "runs/demo", options: DemoOptions | None = None,
         registry.promote(registry.register(ensure_converted(), name="base").version,
                          reason="demo: the embedded base model")
     embedder = embedder if embedder is not None else Embedder()
-    console.rule(f"{opts.rounds} improve rounds")
+    console.rule(f"{opts.rounds} improve round{'s' if opts.rounds != 1 else ''}")
     console.print(f"each round: best-of-{opts.samples} samples of each train task at "
                   f"temperature, a hinted retry where none passed, export (PII gate, "
                   f"curation, only samples that pass every check), "
