@@ -107,8 +107,13 @@ def test_planted_names_and_numbers_never_reach_the_exported_files(
     log = TrajectoryLog(tmp_path / "logs")
     rubric = Rubric.for_constraints(exclude_words=["draft"])
     for task in tasks:
-        llm = ScriptedChatModel(responses=[f"draft: {task}",
-                                           f"Dear customer, as requested: {task}"])
+        # the final does the task in words of its own (a bare restatement is a recital, which
+        # never trains) and still carries every planted value the gate must catch
+        llm = ScriptedChatModel(responses=[
+            f"draft: {task}",
+            "Dear customer, we looked into everything you raised and a specialist will follow "
+            "up within two business days with a confirmation number and a short summary of "
+            f"the next steps. For reference: {task}"])
         Reflection(llm, rubric=rubric, max_iterations=2, target_score=9.5,
                    trajectories=log).run(task)
     assert all(v in (tmp_path / "logs" / "trajectories.jsonl").read_text() for v in PLANTED)
