@@ -180,3 +180,25 @@ def test_grpo_rewards_keep_failing_completions_as_negatives() -> None:
                                                task_index=[0, 0, 0])
     assert good == 1.0 and failed is not None and empty is not None
     assert empty == 0.0 <= failed < good  # scored, never dropped: the group's contrast
+
+
+def test_a_hint_retry_does_not_warn_that_its_own_hint_goes_unchecked(tmp_path: Path) -> None:
+    """The hint restates the locked checks; the run is scored by them, so nothing is unchecked."""
+    import warnings
+
+    from agentic_loop.architectures import Reflection
+    from agentic_loop.architectures.settings import UncheckedConstraintsWarning
+
+    spec = TaskSpec(task="Describe a garden in one sentence.", id="g1",
+                    constraints={"uppercase": True, "include_words": ["garden"]})
+
+    def make(temperature: float) -> Reflection:
+        return Reflection(ScriptedChatModel(responses=["A QUIET GARDEN FULL OF ROSES."]),
+                          max_iterations=1)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run = hint_retry(make, [(spec, "a quiet place")], tmp_path, round_number=1,
+                         temperature=0.7)[0]
+    assert run.accepted and run.task == spec.task
+    assert not [w for w in seen if issubclass(w.category, UncheckedConstraintsWarning)]

@@ -61,9 +61,6 @@ def demo(
 
     Example: agentic-loop demo --out runs/demo
     """
-    import warnings
-
-    from agentic_loop.architectures.settings import UncheckedConstraintsWarning
     from agentic_loop.cli.common import console
     from agentic_loop.demo.run import run_demo
     from agentic_loop.distill.data.pii.gate import PiiMode
@@ -75,7 +72,5 @@ def demo(
     options = DemoOptions(held_out_tasks=held_out, train_tasks=train_tasks,
                           train_steps=train_steps, rounds=rounds, samples=samples,
                           concurrency=concurrency, seed=seed, pii=gate, model=model)
-    with third_party_quiet(verbose, training=True), warnings.catch_warnings():
-        if not verbose:  # the generated dev set's wording, not the user's tasks: --verbose shows it
-            warnings.simplefilter("ignore", UncheckedConstraintsWarning)
+    with third_party_quiet(verbose, training=True):
         run_demo(out, options, console=console, resume=resume)

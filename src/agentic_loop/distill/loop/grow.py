@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from typing import Any
 
 from agentic_loop.architectures.results import best_round
 from agentic_loop.architectures.runner import Runner, run_specs
+from agentic_loop.architectures.settings import UncheckedConstraintsWarning
 from agentic_loop.judges import Rubric
 from agentic_loop.prompt_format import fresh_draft_prompt, rubric_requirements
 from agentic_loop.tasks.spec import TaskSpec
@@ -236,7 +238,12 @@ def hint_retry(make_arch: ArchFactory, failed: Sequence[tuple[TaskSpec, str]], f
     if not failed:
         return []
     hinted = [spec.model_copy(update={"task": hint_task(spec, output)}) for spec, output in failed]
-    results = run_specs(make_arch(temperature), hinted, max_concurrency=max_concurrency)
+    # The hint restates the locked rubric's own failed checks in words the task parser reads as
+    # further constraints; the run is scored by that rubric on purpose, so the architectures'
+    # "task states constraints the rubric does not check" warning would only be noise here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncheckedConstraintsWarning)
+        results = run_specs(make_arch(temperature), hinted, max_concurrency=max_concurrency)
     rewritten: list[Trajectory] = []
     for (spec, _), result in zip(failed, results, strict=True):
         rubric = spec.rubric()

@@ -64,12 +64,10 @@ def golden_stats(evaluation: EvalReport | Mapping[str, Any], golden: Sequence[Ta
     """
     report = (evaluation if isinstance(evaluation, EvalReport)
               else EvalReport.model_validate(evaluation))
-    by_id = {str(g.id): g for g in golden}
     sides = {}
     for side in ("baseline", "candidate"):
         scores = [float(getattr(t, side)) for t in report.tasks]
-        flags = [_golden_pass(by_id.get(str(t.id)), getattr(t, f"{side}_output") or "",
-                              float(getattr(t, side)), pass_score) for t in report.tasks]
+        flags = golden_flags(report, golden, side, pass_score=pass_score)
         sides[side] = GoldenRate.of_scores(sum(flags), len(flags), scores)
     return GoldenStats(tasks=len(report.tasks), **sides)
 
