@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.clean_text import clean_text, fix_surrogates
 from agentic_loop.clock import utc_now
+from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.prompt_format import (  # re-exported: the record's prompt, and its format
@@ -77,7 +78,9 @@ __all__ = [
 #: 2: rounds record their prompt (``Round.prompt``) and an output cut (``Round.cut_from``).
 #: 3: rounds record the model that answered (``Round.model``) and the other samples of a
 #: best-of-n round (``Round.alternatives``); usage records ``llm_seconds``.
-SCHEMA_VERSION = 3
+#: 4: a draft an agent wrote keeps its episode (``Round.episode``, ``Candidate.episode``):
+#: every model call, tool call and tool result. Older records read with ``episode=None``.
+SCHEMA_VERSION = 4
 Feedback = Literal["up", "down"]
 
 def _drop_surrogates(value: Any) -> Any:
@@ -141,6 +144,8 @@ class Candidate(BaseModel):
     judged: bool = False
     model: str | None = None
     cut_from: int | None = None
+    #: the agent's episode that produced the draft (None for a plain model's answer)
+    episode: Episode | None = None
 
 
 class Round(BaseModel):
@@ -169,6 +174,9 @@ class Round(BaseModel):
     model: str | None = None
     #: the other samples of a best-of-n round (``samples_per_round``), best first
     alternatives: list[Candidate] = Field(default_factory=list)
+    #: the agent's episode that produced the draft: every model call, tool call and tool
+    #: result in order (None for a plain model's answer, and in runs logged before schema 4)
+    episode: Episode | None = None
 
 
 class Trajectory(BaseModel):

@@ -94,6 +94,8 @@ def test_old_trajectory_files_still_load_and_show_as_results(tmp_path):
     assert [(r.pop("prompt"), r.pop("cut_from")) for r in rounds] == [(None, None)] * 2
     # added in schema 3: the model that answered, and a best-of-n round's other samples
     assert [(r.pop("model"), r.pop("alternatives")) for r in rounds] == [(None, [])] * 2
+    # added in schema 4: the agent's episode behind a draft (none for a plain model)
+    assert [r.pop("episode") for r in rounds] == [None] * 2
     assert rounds == json.loads(OLD_LINE)["rounds"]
 
 
