@@ -221,6 +221,14 @@ def _text(message: BaseMessage) -> str:
                               for p in content if isinstance(p, (str, dict))))
 
 
+def _declared_cut(message: ToolMessage) -> int | None:
+    """The length a tool said its result had before it cut it (a ``{"cut_from": n}`` artifact,
+    as :func:`agentic_loop.tools.safe_tool` writes)."""
+    artifact = getattr(message, "artifact", None)
+    had = artifact.get("cut_from") if isinstance(artifact, dict) else None
+    return had if isinstance(had, int) and not isinstance(had, bool) else None
+
+
 def _tokens(message: AIMessage) -> tuple[int | None, int | None]:
     usage = message.usage_metadata
     if not usage:
@@ -258,6 +266,7 @@ def episode_from_messages(messages: Sequence[BaseMessage], *, start: int = 0,
         elif isinstance(message, ToolMessage):
             name, args = args_of.get(message.tool_call_id, (message.name or "", {}))
             content, cut_from = cap_tool_output(message.content)
+            cut_from = cut_from if cut_from is not None else _declared_cut(message)
             failed = getattr(message, "status", "success") == "error"
             steps.append(ToolStep(call_id=message.tool_call_id, name=message.name or name,
                                   args=args, content="" if failed else content,

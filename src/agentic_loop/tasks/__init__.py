@@ -3,7 +3,8 @@
 :mod:`.spec` is a task (:class:`TaskSpec`: the text, constraints or a saved
 rubric) and the task file format (:func:`load_tasks`); :mod:`.sets` builds
 the ready sets (arithmetic, constrained writing, the IFEval-style
-families of :mod:`.sets_ifeval`) and splits them.
+families of :mod:`.sets_ifeval`) and splits them; :mod:`.tool_tasks` makes tasks that need
+a calculator or a lookup (:class:`ToolTask`, with train and held-out phrasings).
 
 Example:
     >>> from agentic_loop.tasks import TaskSpec
@@ -13,5 +14,7 @@ Example:
 """
 
 from agentic_loop.tasks.spec import TaskFileError, TaskSpec, load_tasks, read_task_file
+from agentic_loop.tasks.tool_tasks import TOOL_TASK_FAMILIES, ToolTask, tool_tasks
 
-__all__ = ["TaskFileError", "TaskSpec", "load_tasks", "read_task_file"]
+__all__ = ["TOOL_TASK_FAMILIES", "TaskFileError", "TaskSpec", "ToolTask", "load_tasks",
+           "read_task_file", "tool_tasks"]
