@@ -219,16 +219,19 @@ def test_the_whole_loop_from_trajectories(tmp_path: Path) -> None:
         export_options={"pii": "off", "embedder": HashingEmbedder()},
         train_options={"lora": True, "max_steps": 1, **FAST},
         eval_options={"max_tokens": 16, "progress": False, "embedder": HashingEmbedder()})
-    assert result.export.sft_rows == 6 and result.export.pairs >= 1
-    assert result.baseline == "local" and result.version.version == "v1"
+    report = result.reports[0]  # one improve round on the logged runs
+    assert report.data is not None and report.train is not None and report.decision is not None
+    assert report.registration is not None
+    assert report.data.sft_rows == 6 and report.data.pairs >= 1
+    assert report.model == "local" and result.versions == ["v1"]
     reg = Registry(tmp_path / "reg")
-    card = read_card(result.train.model_dir)
-    assert card.evals and card.evals[-1]["decision"] == result.evaluation.decision.value
+    card = read_card(report.train.model_dir)
+    assert card.evals and card.evals[-1]["decision"] == report.decision.value
     assert reg.versions()[0].card is not None and reg.versions()[0].card.method == "sft"
-    assert ((tmp_path / "work" / "eval.png").is_file()
-            and (tmp_path / "work" / "eval.json").is_file())
+    round_dir = tmp_path / "work" / "round-001"
+    assert (round_dir / "eval.png").is_file() and (round_dir / "eval.json").is_file()
     actions = [e.action for e in reg.history()]
-    if result.promoted:
+    if report.registration.promoted:
         assert reg.current.version == "v1" and actions == ["register", "promote"]
     else:
         assert reg.current is None and actions == ["register"]

@@ -76,7 +76,7 @@ def _rate(rate: float, low: float, high: float) -> Any:
 
 
 def test_improve_rounds_fit_80_columns_and_keep_the_gate(screen: tuple[Console, list[Table]]):
-    from agentic_loop.cli.improve import _print_rounds
+    from agentic_loop.cli.improve import print_rounds
 
     rounds = [SimpleNamespace(
         round=n, model=LONG_MODEL, from_version=None if n == 1 else f"v{n}", threshold=7.5,
@@ -90,7 +90,7 @@ def test_improve_rounds_fit_80_columns_and_keep_the_gate(screen: tuple[Console, 
     result = SimpleNamespace(work_dir=Path("/home/someone/.local/share/agentic-loop/improve/x"),
                              reports=rounds, stopped="max_rounds", reason=LONG_REASON,
                              current="v3", plot=None)
-    _print_rounds(result)  # type: ignore[arg-type]
+    print_rounds(result)  # type: ignore[arg-type]
     console, built = screen
     text = _check(console, built)
     assert "gate" in [str(c.header) for c in built[0].columns]

@@ -100,3 +100,33 @@ def test_register_promote_rollback_and_list(tmp_path: Path) -> None:
     assert history.count("│ promote") == 2 and "│ rollback" in history and "worse" in history
     failed = runner.invoke(app, ["rollback", "--registry", reg])
     assert failed.exit_code == 2 and "nothing to roll back to" in failed.output
+
+
+def test_the_whole_loop_is_one_improve_round_on_the_logged_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentic_loop.distill.loop import pipeline
+    from agentic_loop.distill.loop.records import ImproveResult, ImproveRound, Registration
+
+    seen: dict[str, object] = {}
+
+    def one_round(**kwargs: object) -> ImproveResult:
+        seen.update(kwargs)
+        report = ImproveRound(round=1, model="local", decision="MANUAL_REVIEW",
+                              reasons=["too few golden tasks"],
+                              registration=Registration(version="v1", promoted=False))
+        return ImproveResult(work_dir=tmp_path / "w", reports=[report], stopped="rounds",
+                             reason="the round budget (1) is spent", current=None)
+
+    monkeypatch.setattr(pipeline, "improve", one_round)
+    result = runner.invoke(app, ["distill", "--from-trajectories", "logs", "--golden", "g.jsonl",
+                                 "--out", str(tmp_path / "w"), "--min-score", "0.9",
+                                 "--pii", "regex"])
+    assert result.exit_code == 0, result.output
+    settings = seen["settings"]
+    assert seen["runs"] == [Path("logs")] and seen["work_dir"] == tmp_path / "w"
+    assert settings.rounds == 1 and settings.thresholds == (9.0,)  # type: ignore[attr-defined]
+    assert settings.export_options == {"pii": "regex"}  # type: ignore[attr-defined]
+    assert settings.train_options["lora"] is False  # type: ignore[attr-defined]
+    said = " ".join(result.output.split())
+    assert "gate: MANUAL_REVIEW vs local; registered v1 (not promoted" in said
+    assert "registry promote v1 --force" in said and "too few golden tasks" in said

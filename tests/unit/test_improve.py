@@ -325,6 +325,80 @@ def test_the_cli_reports_a_wrong_shaped_round_state_in_one_line(tmp_path: Path) 
     assert "does not have the shape improve writes" in " ".join(result.stderr.split())
 
 
+
+# -- given runs: one round on logged runs (what distill_loop is) ------------------------
+
+def _log_answers(log: TrajectoryLog, answer: str) -> None:
+    good = answer == GOOD
+    for spec in POOL:
+        log.append(Trajectory(architecture="reflection", model_id="m", task=spec.task,
+                              rounds=[Round(iteration=0, draft=BAD, score=3.0),
+                                      Round(iteration=1, draft=answer, score=9.5 if good else 3.0,
+                                            passed=good)],
+                              final_output=answer, final_score=9.5 if good else 3.0,
+                              accepted=good))
+
+
+def test_logged_runs_are_one_rounds_data_and_nothing_is_sampled(tmp_path: Path) -> None:
+    log = TrajectoryLog(tmp_path / "traffic")
+    _log_answers(log, GOOD)
+    models = FakeModels(base="weak", trained=["good"])
+    given = dict(runs=[log.dir], golden=GOLDEN, registry=tmp_path / "reg",
+                 work_dir=tmp_path / "work", **{**FAST, "samples": 4})
+    result = improve(backend=models.backend(), **given)
+    report, work = result.reports[0], tmp_path / "work" / "round-001"
+    assert models.chat_calls == 0 and not (work / "pool.jsonl").exists()
+    assert report.pool is not None and (report.pool.n, report.pool.passed) == (3, 3)
+    assert report.hint == HintCounts(retried=0, accepted=0)
+    assert report.data is not None and report.data.sft_rows == 3
+    assert models.train_calls[0]["data"] == work / "data"
+    options = json.loads((work / "data" / "manifest.json").read_text())["options"]
+    assert options["min_score"] == 0.7 and options["latency_z"] == 3.5  # the export's default
+    assert report.decision == "PROMOTE" and result.versions == ["v1"]
+    promote = [e for e in Registry(tmp_path / "reg").history() if e.action == "promote"][0]
+    assert promote.gate and promote.gate.improve and promote.gate.improve.round == 1
+    state = json.loads((work / "state.json").read_text())
+    assert state["given_runs"] == [str(log.dir)] and state["stages"]["hint"]["result"]["skipped"]
+    assert improve(backend=models.backend(), **given).versions == ["v1"]
+    assert len(models.train_calls) == 1  # finished: nothing redone
+    _log_answers(log, GOOD)  # other runs: refused, never trained over the registered model
+    with pytest.raises(ConfigError, match="holds an improve run with other settings"):
+        improve(backend=models.backend(), **given)
+    with pytest.raises(ConfigError, match="pass rounds=1"):
+        improve(**{**given, "rounds": 2})
+    with pytest.raises(ConfigError, match="exactly one pool"):
+        improve(POOL, **given)
+
+
+def test_distill_loop_is_one_improve_round_with_the_export_and_train_defaults(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentic_loop.distill.data.errors import EmptyExportError
+    from agentic_loop.distill.loop import pipeline
+
+    models = FakeModels(base="weak", trained=["good"])
+    monkeypatch.setattr(pipeline, "improve",
+                        lambda **kw: improve(**kw, backend=models.backend()))
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(json.dumps({"task": t.task, "constraints": t.constraints}) + "\n"
+                              for t in GOLDEN))
+    log = TrajectoryLog(tmp_path / "traffic")
+    _log_answers(log, GOOD)
+    export = {"pii": "off", "embedder": HashingEmbedder(), "min_score": 0.9}
+    result = pipeline.distill_loop(log.dir, tmp_path / "work", golden=golden,
+                                   registry=tmp_path / "reg", export_options=export,
+                                   eval_options=dict(FAST["eval_options"]))
+    report = result.reports[0]
+    assert report.model == "local" and report.decision == "PROMOTE" and result.current == "v1"
+    assert models.train_calls[0]["lora"] is False and report.threshold == 9.0
+    manifest = tmp_path / "work" / "round-001" / "data" / "manifest.json"
+    assert json.loads(manifest.read_text())["options"]["min_score"] == 0.9
+    bad = TrajectoryLog(tmp_path / "bad")
+    _log_answers(bad, BAD)  # every answer fails its check: nothing to train on
+    with pytest.raises(EmptyExportError, match="nothing to train on"):
+        pipeline.distill_loop(bad.dir, tmp_path / "work2", golden=golden,
+                              registry=tmp_path / "reg", export_options=export)
+
+
 # -- typed records read what the previous version wrote ---------------------------------
 
 V1 = Path(__file__).parent / "fixtures" / "improve_v1"

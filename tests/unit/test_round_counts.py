@@ -78,7 +78,7 @@ def test_the_improve_command_shows_the_counts_within_the_width(
         "registration": Registration(version="v2", promoted=False)})
     result = ImproveResult(work_dir=tmp_path / "work", reports=[report], stopped="rounds",
                            reason="the round budget (1) is spent", current="v1")
-    improve._print_rounds(result)
+    improve.print_rounds(result)
     text = console.export_text()
     table = text.split("round 1: hint")[0]
     assert all(len(line) <= width for line in table.splitlines())

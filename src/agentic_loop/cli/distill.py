@@ -7,7 +7,10 @@ Two forms:
   ``deprecated: use agentic-loop train`` line on stderr.
 * ``--from-trajectories PATH``: the training loop in one command: export,
   train, evaluate against the registry's current model on ``--golden``,
-  register, and promote when the gate passes.
+  register, and promote when the gate passes. It is one round of
+  ``agentic-loop improve`` on the logged runs (:func:`agentic_loop.distill.loop.distill_loop`),
+  shown as improve shows its rounds; ``--out`` is its work folder (``round-001/``,
+  ``improve.json``), and a killed run started again continues where it stopped.
 
 Flags are checked before any model loads; a bad one is a one-line error
 with exit code 2. Training shows one ``train steps`` bar; ``--verbose`` shows
@@ -30,7 +33,7 @@ import typer
 from rich.markup import escape
 
 from agentic_loop.cli import app
-from agentic_loop.cli.common import console, deprecated
+from agentic_loop.cli.common import console, deprecated, progress_bar
 from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
 from agentic_loop.cli.train import (  # the flags both commands take, declared once
     BaseFlag,
@@ -56,7 +59,6 @@ from agentic_loop.cli.train import (  # the flags both commands take, declared o
     UseVllmFlag,
     VllmModeFlag,
     grpo_options,
-    print_training,
     run_training,
 )
 from agentic_loop.errors import ConfigError
@@ -68,7 +70,7 @@ __all__ = ["distill_command"]
 def distill_command(
     out: Annotated[Path, typer.Option(
         "--out", "-o",
-        help="Model folder (--data), or the loop's work folder (data/, model/, eval.*).")],
+        help="Model folder (--data), or the loop's work folder (round-001/, improve.json).")],
     data: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
         "--data", help="Deprecated: `agentic-loop train --data` (same flags and more).")
     ] = None,
@@ -153,16 +155,20 @@ def distill_command(
     if no_merge:
         raise ConfigError("--no-merge does not apply to --from-trajectories: the loop evaluates "
                           "a merged model; drop --no-merge")
-    with third_party_quiet(verbose, training=True):
+    from agentic_loop.cli.improve import StageDisplay, print_rounds
+
+    with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
         loop = distill_loop(from_trajectories, out, golden=golden, registry=registry, base=base,
                             method=method, arch=arch,
                             export_options={"pii": pii, "min_score": min_score},
-                            train_options=options)
-    print_training(loop.train)
-    promoted = (" and promoted it" if loop.promoted else " (not promoted: review it, then "
-                f"`agentic-loop registry promote {loop.version.version} --force`)")
-    console.print(f"gate: {escape(str(loop.evaluation.decision.value))} vs "
-                  f"{escape(loop.baseline)}; registered {loop.version.version}{promoted}",
-                  highlight=False)
-    for reason in loop.evaluation.reasons:
+                            train_options=options, progress=StageDisplay(bar))
+    print_rounds(loop)
+    report = loop.reports[0]
+    assert report.decision is not None and report.registration is not None
+    version = report.registration.version
+    promoted = (" and promoted it" if report.registration.promoted else " (not promoted: "
+                f"review it, then `agentic-loop registry promote {version} --force`)")
+    console.print(f"gate: {escape(report.decision.value)} vs {escape(str(report.model))}; "
+                  f"registered {version}{promoted}", highlight=False)
+    for reason in report.reasons:
         console.print(f"  {escape(reason)}", highlight=False, soft_wrap=True)

@@ -34,7 +34,7 @@ from agentic_loop.tables import Col, FitTable, percent
 if TYPE_CHECKING:
     from agentic_loop.distill.loop.records import ImproveResult, Rate
 
-__all__ = ["improve_command", "parse_numbers"]
+__all__ = ["StageDisplay", "improve_command", "parse_numbers", "print_rounds"]
 
 
 def parse_numbers(text: str, flag: str) -> tuple[float, ...]:
@@ -53,11 +53,12 @@ def parse_numbers(text: str, flag: str) -> tuple[float, ...]:
     return values
 
 
-#: What a round's sized stages count (the grow stage: one sample per task and temperature).
-_COUNTED = (("grow", "samples"), ("hint", "tasks"), ("gate", "held-out tasks"))
+#: What a round's sized stages count (the grow stage: one sample per task and temperature);
+#: matched on "round N: <stage>", so the export's own steps ("PII gate") count no tasks.
+_COUNTED = ((": grow", "samples"), (": hint", "tasks"), (": gate", "held-out tasks"))
 
 
-class _Display:
+class StageDisplay:
     """The improve progress protocol on a rich progress bar: one line per stage."""
 
     def __init__(self, bar: Any) -> None:
@@ -157,8 +158,8 @@ def improve_command(
     with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
         result = improve(tasks, golden=golden, registry=registry, work_dir=work,
                          trajectories=from_trajectories, settings=settings,
-                         progress=_Display(bar))
-    _print_rounds(result)
+                         progress=StageDisplay(bar))
+    print_rounds(result)
 
 
 def _rate(stats: Rate | None) -> str:
@@ -184,7 +185,8 @@ ROUND_COLUMNS = (
     Col("seconds", justify="right", short="s", drop=6))
 
 
-def _print_rounds(result: ImproveResult) -> None:
+def print_rounds(result: ImproveResult) -> None:
+    """The rounds table, the details it has no room for, why the run stopped, what serves."""
     table = FitTable(f"improve: {escape(str(result.work_dir))}", ROUND_COLUMNS,
                      title_justify="left", caption_justify="left",
                      caption="pass rates with 95% intervals; * = promoted",

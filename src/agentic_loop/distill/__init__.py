@@ -18,8 +18,8 @@ flows (each imports only the stages before it), with the loop on top:
     the :class:`Registry` (promote, rollback), vLLM behind a front proxy
     (:func:`serve`), canary and shadow routing, monitors.
 :mod:`agentic_loop.distill.loop`
-    improvement rounds over all four (:func:`improve`), and the one-shot
-    pipeline (:func:`distill_loop`).
+    improvement rounds over all four (:func:`improve`); the one-shot
+    pipeline (:func:`distill_loop`) is one round of it on runs already logged.
 :mod:`agentic_loop.distill.forget`
     a user's data, or data past a retention age, erased from logs, memories,
     datasets and the registry's records.

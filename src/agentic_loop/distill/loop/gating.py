@@ -1,9 +1,10 @@
-"""The gate-and-register steps a round and the one-shot pipeline share.
+"""A round's release-gate side: the model to beat, the gate's runners, registering the result.
 
-Why a module of its own: both :mod:`.round` (a round's gate and register
-stages) and :mod:`.pipeline` (:func:`~.pipeline.distill_loop`) evaluate a
-candidate with the same runners, against the same baseline, and register
-it the same way; kept here, neither imports the other.
+Why a module of its own: the round's stages (:mod:`.round`) and the loop
+that opens rounds (:mod:`.improve`, which records each round's baseline)
+share these rules, and they are the registry's side of a round, apart from
+its sampling and data: the model a candidate must beat, how the gate runs
+it, and how an evaluated candidate is registered and promoted.
 
 Example:
     >>> from types import SimpleNamespace

@@ -1,9 +1,9 @@
 """``improve``: the flywheel in rounds: grow, hint retry, train, gate, register, promote.
 
-``improve`` is the entry point for improvement rounds (``distill_loop`` is
-one manual round on logged runs; the demo's rounds call ``improve``). It makes the
-model produce its own training data, round after round (ReST / expert
-iteration, with STaR's rationalization):
+``improve`` is the one entry point for improvement rounds (the one-shot
+``distill_loop`` is one round of it on runs already logged, ``runs=``; the
+demo's rounds call it too). It makes the model produce its own training
+data, round after round (ReST / expert iteration, with STaR's rationalization):
 
 1. **grow**: the architecture (``arch``) with the current model over a task
    pool, ``samples`` per task at scheduled temperatures, each sample scored
@@ -26,6 +26,13 @@ iteration, with STaR's rationalization):
    its card and the audit log; PROMOTE promotes it and swaps the served
    model (``agentic_loop.distill.release.live.sync_served``, when present);
    ROLLBACK and MANUAL_REVIEW keep the current one.
+
+Given ``runs`` (logs already written, e.g. served traffic) instead of a
+pool, the round takes them as its grown data: it samples nothing (no grow,
+no hint; its pool rate is the runs' accepted share), exports them with the
+export's own defaults (the latency filter stays on: they are not the loop's
+own runs; GRPO trains on the export's prompt set, PII-gated), then trains,
+gates and registers like any round. That is one round: ``rounds`` must be 1.
 
 The loop stops on the round budget, a plateau (the golden pass rate not
 up by ``min_gain`` over its best for ``patience`` rounds), a regression
@@ -165,8 +172,8 @@ def _claim(work: Path, settings: ImproveSettings, source: str) -> str:
         if previous not in (None, fingerprint):
             raise ConfigError(
                 f"the work folder {work} holds an improve run with other settings or tasks "
-                f"(fingerprint {previous}, this run {fingerprint}); pass another --work, or "
-                "delete that folder to start over")
+                f"(or other given runs; fingerprint {previous}, this run {fingerprint}); pass "
+                "another work folder (--work, or --out), or delete that folder to start over")
     return fingerprint
 
 
@@ -186,6 +193,7 @@ def improve(
     registry: Any,
     work_dir: str | os.PathLike[str],
     trajectories: Sequence[str | os.PathLike[str]] | None = None,
+    runs: Sequence[str | os.PathLike[str]] | None = None,
     settings: ImproveSettings | None = None,
     backend: ImproveBackend | None = None,
     progress: ImproveProgress | None = None,
@@ -200,29 +208,39 @@ def improve(
         work_dir: one ``round-NNN`` folder per round, ``improve.json``, ``improve.png``.
         trajectories: instead of ``tasks``: TrajectoryLog folders or files whose *new*
             runs (past the watermark in ``work_dir``) give each round its pool.
+        runs: instead of a pool: TrajectoryLog folders or files whose runs *are* the
+            round's grown data (one round, nothing sampled; ``distill_loop`` is this call).
         settings: an :class:`ImproveSettings`; ``options`` override its fields
             (``rounds=2, samples=4, method="sft", thresholds=(7, 8, 9)``, ...).
         backend: how models are loaded and trained (tests pass scripted ones).
         progress: receives each stage and its progress (the CLI's display).
     """
     settings = replace(settings or ImproveSettings(), **options)
-    if (tasks is None) == (not trajectories):
-        raise ConfigError("pass exactly one pool: tasks (a task file, --tasks) or trajectories "
-                          "(logs whose new runs give each round's tasks, --from-trajectories)")
+    if isinstance(runs, (str, os.PathLike)):  # one log, not a sequence of characters
+        runs = [runs]
+    if [tasks is not None, bool(trajectories), bool(runs)].count(True) != 1:
+        raise ConfigError("pass exactly one pool: tasks (a task file, --tasks), trajectories "
+                          "(logs whose new runs give each round's tasks, --from-trajectories) "
+                          "or runs (logged runs that are one round's data)")
+    if runs and settings.rounds != 1:
+        raise ConfigError(f"runs are one round's data (nothing to grow later rounds from); "
+                          f"pass rounds=1, got {settings.rounds}")
     from agentic_loop.distill.loop.gating import baseline_spec
-    from agentic_loop.distill.loop.pool import read_pool, trajectory_pool, write_pool
+    from agentic_loop.distill.loop.pool import given_runs, read_pool, trajectory_pool, write_pool
     from agentic_loop.distill.release.registry import Registry
 
     golden_tasks = _golden_tasks(golden)
+    given = given_runs(runs) if runs else None
     reg = registry if isinstance(registry, Registry) else Registry(registry)
     work = Path(work_dir).expanduser()
     source = (os.fspath(tasks) if isinstance(tasks, (str, os.PathLike))
-              else "trajectories" if tasks is None else "tasks")
+              else "tasks" if tasks is not None else f"runs:{given.digest}" if given
+              else "trajectories")
     fingerprint = _claim(work, settings, source)
     file_pool = read_pool(tasks, golden_tasks)[0] if tasks is not None else None
     runner = RoundRunner(settings, backend or ImproveBackend(), reg, golden_tasks, work,
                          progress, golden_label=os.fspath(golden)
-                         if isinstance(golden, (str, os.PathLike)) else "given")
+                         if isinstance(golden, (str, os.PathLike)) else "given", given=given)
     reports: list[ImproveRound] = []
     stopped: tuple[StopCode, str] | None = None
     number = 0
@@ -230,8 +248,10 @@ def improve(
         number += 1
         state = RoundState.open(work, number, required=RESULT_KEYS)
         if not state.started:
-            pool, extra = file_pool, {}
-            if pool is None:
+            pool, extra = file_pool, dict[str, Any]()
+            if given is not None:
+                extra = {"given_runs": given.paths}
+            elif pool is None:
                 assert trajectories is not None
                 found = trajectory_pool(trajectories, Watermark.load(work / WATERMARK_FILE),
                                         golden_tasks)
@@ -243,11 +263,14 @@ def improve(
                 extra = {"watermark": found.watermark.model_dump(mode="json"),
                          "from_runs": found.runs, "golden_dropped": found.golden_dropped,
                          "unscored": found.unscored}
-            write_pool(state.dir / "pool.jsonl", pool)
+            sized: dict[str, int] = {}
+            if pool is not None:  # given runs: no pool, nothing is sampled
+                write_pool(state.dir / "pool.jsonl", pool)
+                sized = {"pool_tasks": len(pool)}
             current = reg.current
             state.start(model=baseline_spec(reg, settings.base),
                         version=current.version if current is not None else None,
-                        threshold=settings.threshold_for(number), pool_tasks=len(pool), **extra)
+                        threshold=settings.threshold_for(number), **sized, **extra)
         if "watermark" in state.data:  # taken by this round: never read again
             write_json(work / WATERMARK_FILE, state.data["watermark"])
         runner.run(state)

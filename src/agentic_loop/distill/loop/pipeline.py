@@ -1,26 +1,33 @@
-"""The training loop in one call: export, train, evaluate, register, promote if the gate passes.
+"""The training loop in one call: one improve round on runs already logged.
 
-``distill_loop`` is what ``agentic-loop distill --from-trajectories`` runs.
-Each step is the library's own function, so the loop adds only the wiring:
+``distill_loop`` is what ``agentic-loop distill --from-trajectories`` runs:
+the runs already logged are the round's data
+(:func:`~agentic_loop.distill.loop.improve.improve` with ``runs=...``, ``rounds=1``),
+so nothing is sampled, and the round
 
-1. :func:`~agentic_loop.distill.data.export.export_datasets` writes ``work_dir/data``;
-2. :func:`~agentic_loop.distill.train.train` writes ``work_dir/model`` (LoRA
-   merged, so the model serves as a plain checkpoint);
-3. :func:`~agentic_loop.distill.eval.evaluate.evaluate_models` compares it with
-   the registry's *current* version (or with ``base`` before the first
-   promotion) on the golden set, writing ``eval.json`` and ``eval.png``;
-4. the model is registered with its card (the evaluation appended), and
-   promoted only when the decision is PROMOTE (the promote's audit line keeps
-   the gate's record, :class:`~agentic_loop.distill.release.registry_audit.GateRecord`);
+1. exports them (:func:`~agentic_loop.distill.data.export.export_datasets`,
+   with its own defaults: ``min_score`` 0.8, the PII gate, the latency filter);
+2. trains (:func:`~agentic_loop.distill.train.train`; full weights unless
+   ``train_options`` says ``lora``; merged, so the model serves as a plain checkpoint)
+   from the registry's *current* version (or ``base`` before the first promotion);
+3. evaluates it against that model on the golden set
+   (:func:`~agentic_loop.distill.eval.evaluate.evaluate_models`: ``eval.json``, ``eval.png``);
+4. registers it with its card (the evaluation appended) and promotes it only
+   when the release gate says PROMOTE (the promote's audit line keeps the gate's
+   record, :class:`~agentic_loop.distill.release.registry_audit.GateRecord`);
    otherwise it stays registered for a person to review. Since its last gate
    decision was ROLLBACK or MANUAL_REVIEW, a plain promote is refused: after
    the review, ``agentic-loop registry promote VERSION --force`` (or
    ``Registry.promote(version, force=True)``) serves it and records the
    override in the audit log.
 
-Every step is idempotent on a re-run with the same inputs (the export is
-rewritten, a finished training run is reused), so a loop that failed at the
-evaluation can simply be run again.
+It is one round of the one loop, so it writes what a round writes
+(``work_dir/round-001/``: ``state.json``, ``data/``, ``model/``, ``eval.json``,
+``report.json``; ``improve.json``) and returns an
+:class:`~agentic_loop.distill.loop.records.ImproveResult`. A killed call run
+again continues from the last finished stage; a finished one returns what it
+recorded; the same folder with other runs or settings is refused (its model
+is a registered version: it is never trained over).
 
 Example (arguments are checked before any work starts):
     >>> distill_loop(["logs"], "work", golden="golden.jsonl", registry="reg", method="ppo")
@@ -31,43 +38,21 @@ Example (arguments are checked before any work starts):
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentic_loop.atomic import atomic_write_bytes
-from agentic_loop.distill.eval.gate import Decision
-from agentic_loop.distill.loop.gating import baseline_spec, register_evaluated
-from agentic_loop.distill.train.settings import METHODS
-from agentic_loop.errors import ConfigError
+from agentic_loop.distill.loop.improve import ImproveProgress, improve
+from agentic_loop.distill.loop.records import ImproveResult
+from agentic_loop.distill.loop.settings import ImproveSettings
 
 if TYPE_CHECKING:
-    from agentic_loop.distill.data.export import ExportReport
-    from agentic_loop.distill.eval.evaluate import EvalReport
     from agentic_loop.distill.release.registry import Registry
-    from agentic_loop.distill.release.registry_audit import ModelVersion
-    from agentic_loop.distill.train.trainer import TrainResult
 
-__all__ = ["LoopResult", "distill_loop"]
+__all__ = ["distill_loop"]
 
-
-@dataclass(frozen=True)
-class LoopResult:
-    """What each step of one loop produced (live objects: the model, its data; not a record)."""
-
-    export: ExportReport
-    train: TrainResult
-    evaluation: EvalReport
-    version: ModelVersion
-    baseline: str
-
-    @property
-    def promoted(self) -> bool:
-        """True when the gate passed and the new version is now current."""
-        return self.evaluation.decision == Decision.PROMOTE
+#: ``export_datasets``' own score threshold, the one-shot data gate's default.
+EXPORT_MIN_SCORE = 0.8
 
 
 def distill_loop(
@@ -82,40 +67,34 @@ def distill_loop(
     export_options: dict[str, Any] | None = None,
     train_options: dict[str, Any] | None = None,
     eval_options: dict[str, Any] | None = None,
-) -> LoopResult:
-    """Run the whole training loop once (see the module doc) and return what each step did.
+    progress: ImproveProgress | None = None,
+) -> ImproveResult:
+    """Run the whole training loop once (see the module doc): one round on ``trajectories``.
 
     ``registry`` is a :class:`~agentic_loop.distill.release.registry.Registry` or its
     folder. ``export_options``, ``train_options`` and ``eval_options`` go to
-    ``export_datasets``, ``train`` and ``evaluate_models``.
+    ``export_datasets`` (its ``min_score`` is the round's threshold), ``train``
+    and ``evaluate_models`` (``arch``: also gate inside that architecture).
+    The round's report is ``result.reports[0]``. Raises the export's
+    :class:`~agentic_loop.distill.data.errors.EmptyExportError` when the runs
+    leave nothing to train on.
     """
-    if method not in METHODS:
-        raise ConfigError(f"method (--method) must be one of {', '.join(METHODS)}, "
-                          f"got {method!r}")
-    train_options = dict(train_options or {})
-    if train_options.get("merge_lora") is False:
-        raise ConfigError("the loop evaluates the trained model in-process, which needs a "
-                          "merged model; leave merge_lora on (drop --no-merge)")
-    from agentic_loop.distill.data.export import export_datasets
-    from agentic_loop.distill.eval.evaluate import evaluate_models
-    from agentic_loop.distill.eval.golden import load_golden
-    from agentic_loop.distill.loop.gating import eval_runners
-    from agentic_loop.distill.release.registry import Registry
-    from agentic_loop.distill.train import train
+    from agentic_loop.distill.data.errors import EmptyExportError, ExportError
 
-    golden_tasks = load_golden(golden)  # fail on a bad golden set before hours of training
-    reg = registry if isinstance(registry, Registry) else Registry(registry)
-    work = Path(work_dir).expanduser()
-    exported = export_datasets(trajectories, work / "data", **(export_options or {}))
-    trained = train(work / "data", work / "model", method=method, base=base, **train_options)
-    baseline = baseline_spec(reg, base)
-    options = dict(eval_options or {})
-    runners = eval_runners(arch, options)
-    report = evaluate_models(baseline, trained.spec, golden_tasks, runners=runners,
-                             plot_path=work / "eval.png", **options)
-    summary = report.card_entry(golden=str(golden))
-    atomic_write_bytes(work / "eval.json", (json.dumps(report.to_dict(), indent=2, default=str)
-                                            + "\n").encode())
-    notes = f"distilled by the loop; gate {report.decision.value} vs {baseline}"
-    version = register_evaluated(reg, trained.model_dir, summary, baseline=baseline, notes=notes)
-    return LoopResult(exported, trained, report, version, baseline)
+    paths = ([trajectories] if isinstance(trajectories, (str, os.PathLike))
+             else list(trajectories))
+    export = dict(export_options or {})
+    min_score = float(export.pop("min_score", EXPORT_MIN_SCORE))
+    if not 0.0 <= min_score <= 1.0:  # the round's threshold is on the 0-10 scale
+        raise ExportError("min_score (--min-score) is on the [0, 1] reward scale (rubric "
+                          f"score / 10), got {min_score:g}")
+    threshold = round(min_score * 10, 9)
+    settings = ImproveSettings(
+        rounds=1, method=method, base=base, eval_arch=arch, thresholds=(threshold,),
+        train_options={"lora": False, **(train_options or {})}, export_options=export,
+        eval_options={"progress": progress is None, **(eval_options or {})})
+    result = improve(runs=paths, golden=golden, registry=registry, work_dir=work_dir,
+                     settings=settings, progress=progress)
+    if result.stopped == "no_data":
+        raise EmptyExportError(result.reason)
+    return result

@@ -17,6 +17,10 @@ new trajectories since the last round) and checked before any model runs:
   trajectory logs that match a golden task are dropped and counted, since a
   served model meets golden-like tasks in real traffic.
 
+A round can also be given its data instead of growing it (:class:`GivenRuns`:
+runs already logged, the one-shot ``distill_loop``): it then samples nothing,
+and the given runs' accepted share stands where the pool's pass rate would.
+
 Example:
     >>> from agentic_loop.tasks.spec import TaskSpec
     >>> pool = [TaskSpec(task="Say hi in 2 words.", constraints={"exact_words": 2}),
@@ -32,9 +36,11 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +55,8 @@ from agentic_loop.paths import make_dir
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.text_places import data_root, record_place
 
-__all__ = ["TrajectoryPool", "check_held_apart", "lock_pool", "locked_rubric", "read_pool",
-           "trajectory_pool", "write_pool"]
+__all__ = ["GivenRuns", "TrajectoryPool", "check_held_apart", "given_runs", "lock_pool",
+           "locked_rubric", "read_pool", "trajectory_pool", "write_pool"]
 
 
 def locked_rubric(spec: TaskSpec) -> Rubric | None:
@@ -173,3 +179,41 @@ def write_pool(path: Path, pool: Sequence[TaskSpec]) -> None:
     make_dir(path.parent, what="round folder", error=StorageError)
     record_place("log", path, what="improve task pool", near=[data_root()])
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class GivenRuns:
+    """Runs already logged that are a round's data: where they are, what they hold, a digest.
+
+    ``counts`` are the round's ``grow`` counts (runs, accepted runs, tasks,
+    tasks with an accepted run); ``digest`` identifies their content, so a
+    work folder resumed with other runs is refused, not silently reused.
+    """
+
+    paths: list[str]
+    counts: dict[str, int]
+    digest: str
+
+
+def given_runs(paths: Sequence[str | os.PathLike[str]]) -> GivenRuns:
+    """Read the logs at ``paths`` (folders or ``.jsonl`` files) as one round's data.
+
+    Raises the export's error for a path that is not a trajectory log, before any work.
+
+    >>> import tempfile
+    >>> from agentic_loop.trajectories import Trajectory, TrajectoryLog
+    >>> log = TrajectoryLog(tempfile.mkdtemp())
+    >>> for ok in (True, False):
+    ...     log.append(Trajectory(architecture="a", model_id="m", task="t", accepted=ok))
+    >>> given_runs([log.dir]).counts
+    {'samples': 2, 'passed': 1, 'tasks': 1, 'tasks_solved': 1}
+    """
+    runs, sources, _ = read_runs(list(paths))
+    solved: dict[str, bool] = {}
+    for run in runs:
+        key = task_key(run.task)
+        solved[key] = solved.get(key, False) or run.accepted
+    counts = {"samples": len(runs), "passed": sum(r.accepted for r in runs),
+              "tasks": len(solved), "tasks_solved": sum(solved.values())}
+    digest = hashlib.sha256("\n".join(f"{s.kind}:{s.sha256}" for s in sources).encode())
+    return GivenRuns([os.fspath(p) for p in paths], counts, digest.hexdigest()[:16])

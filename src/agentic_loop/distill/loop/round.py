@@ -10,6 +10,10 @@ the state says are finished, so a killed round continues where it stopped.
 stays plain JSON, checked on open: it is the resumable on-disk log, and a
 file an earlier version wrote must keep resuming.)
 
+A round given its runs (:class:`~agentic_loop.distill.loop.pool.GivenRuns`,
+the one-shot ``distill_loop``) records them as its ``grow`` stage and skips
+``hint``; its other stages are the same code.
+
 Example (a round that has not started reports nothing yet):
     >>> import tempfile
     >>> from agentic_loop.distill.loop.state import RoundState
@@ -39,6 +43,7 @@ from agentic_loop.distill.loop.grow import (
     outcomes,
     pool_counts,
 )
+from agentic_loop.distill.loop.pool import GivenRuns
 from agentic_loop.distill.loop.records import ImproveRound
 from agentic_loop.distill.loop.report import golden_stats, rate_stats, summary_line
 from agentic_loop.distill.loop.settings import ImproveSettings
@@ -65,7 +70,7 @@ class RoundRunner:
 
     def __init__(self, settings: ImproveSettings, backend: Any, registry: Any,
                  golden: list[TaskSpec], work: Path, progress: Any = None, *,
-                 golden_label: str = "given") -> None:
+                 golden_label: str = "given", given: GivenRuns | None = None) -> None:
         self.settings = settings
         self.backend = backend
         self.registry = registry
@@ -73,10 +78,11 @@ class RoundRunner:
         self.work = work
         self.progress = progress
         self.golden_label = golden_label
+        self.given = given
 
     def run(self, state: RoundState) -> None:
         """Run every stage ``state`` has not finished, in order, recording each when it ends."""
-        pool = load_tasks(state.dir / "pool.jsonl")
+        pool = [] if self.given is not None else load_tasks(state.dir / "pool.jsonl")
         for stage in STAGES:
             if state.data.get("ended"):
                 return
@@ -116,6 +122,8 @@ class RoundRunner:
     # -- stages -------------------------------------------------------------------------
 
     def _grow(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
+        if self.given is not None:  # the round's data is given: nothing to sample
+            return {**self.given.counts, "temperatures": [], "given": self.given.paths}
         temperatures = self._temperatures(state)
         self._start(state, f"grow ({self.settings.arch}, {len(temperatures)} samples/task)",
                     len(pool) * len(temperatures))
@@ -125,7 +133,8 @@ class RoundRunner:
         return {**pool_counts(outcomes(runs, pool)), "temperatures": temperatures}
 
     def _hint(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
-        if not self.settings.hint_retry or self.settings.method == "grpo":
+        if (not self.settings.hint_retry or self.settings.method == "grpo"
+                or self.given is not None):  # given runs: nothing is sampled, so no retry
             return {"skipped": True, "retried": 0, "accepted": 0}
         runs = TrajectoryLog(state.dir / "grown").read()
         failed = failed_tasks(outcomes(runs, pool), pool)
@@ -143,20 +152,23 @@ class RoundRunner:
 
     def _data(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         s = self.settings
-        if s.method == "grpo":
+        if s.method == "grpo" and self.given is None:
             return {"prompts": len(pool), "source": str(state.dir / "pool.jsonl"),
                     "sft_rows": 0, "pairs": 0}
         from agentic_loop.distill.data.errors import EmptyExportError
         from agentic_loop.distill.data.export import export_datasets
 
-        logs = [state.dir / name for name in ("grown", "hinted")
-                if (state.dir / name / TrajectoryLog.FILE).is_file()]
+        logs: list[str | Path] = [state.dir / name for name in ("grown", "hinted")
+                                  if (state.dir / name / TrajectoryLog.FILE).is_file()]
+        # the loop's own runs: no latency-outlier filter by default (a hinted retry is slower
+        # by design, a second call with a longer prompt); given runs keep the export's defaults
+        defaults: dict[str, Any] = {"latency_z": None}
+        if self.given is not None:
+            logs, defaults = list(self.given.paths), {}
         threshold = float(state.data["threshold"])
         self._start(state, f"export (score >= {threshold:g})")
         try:
-            # no latency-outlier filter by default: a hinted retry is slower by design (it is
-            # a second call with a longer prompt), and these runs are the loop's own
-            options = {"latency_z": None, **dict(s.export_options)}
+            options = {**defaults, **dict(s.export_options)}
             report = export_datasets(logs, state.dir / "data", min_score=threshold / 10,
                                      progress=self.progress, **options)
         except EmptyExportError as exc:
@@ -168,10 +180,11 @@ class RoundRunner:
                   "dropped": report.dropped}
         if missing:
             what = " and ".join("SFT rows" if m == "sft" else "DPO pairs" for m in missing)
+            fix = ("lower --min-score or log more runs" if self.given is not None
+                   else "lower --thresholds or raise --samples")
             return {**result, **self._end(
                 state, f"round {state.number}: no {what} that pass every check and reach the "
-                       f"threshold {threshold:g} for "
-                       f"method {s.method}; lower --thresholds or raise --samples")}
+                       f"threshold {threshold:g} for method {s.method}; {fix}")}
         return result
 
     def _end(self, state: RoundState, reason: str) -> dict[str, Any]:
@@ -180,7 +193,9 @@ class RoundRunner:
 
     def _train(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         s = self.settings
-        source = state.dir / ("pool.jsonl" if s.method == "grpo" else "data")
+        # GRPO: the pool's prompt set; given runs: the export's (PII-gated) prompt set
+        grpo_pool = s.method == "grpo" and self.given is None
+        source = state.dir / ("pool.jsonl" if grpo_pool else "data")
         self._start(state, f"train ({s.method})")
         result = self.backend.train(source, state.dir / "model", method=s.method,
                                     base=state.data["model"], **s.train_kwargs())

@@ -118,7 +118,7 @@ class GateRecord(BaseModel):
     single_shot: GateDecision | None = None
     #: the gate's decision inside the evaluation architecture (None when not run)
     architecture: GateDecision | None = None
-    #: the improve round whose candidate this is (None: the one-shot pipeline, or by hand)
+    #: the improve round whose candidate this is (the one-shot pipeline is round 1; None: by hand)
     improve: RoundRef | None = None
 
     def describe(self) -> str:
