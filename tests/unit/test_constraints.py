@@ -11,6 +11,7 @@ from agentic_loop.judges.checks.constraint_features import (
     constraint_feature,
     constraints_to_text,
 )
+from agentic_loop.judges.checks.episode_checks import EPISODE_KEYWORDS
 
 DESIGN_KEYWORDS = {
     "word_count", "exact_words", "sentence_count", "include_words", "exclude_words", "regex",
@@ -37,7 +38,8 @@ IFEVAL_KEYWORDS = {
 
 def test_keywords_are_exactly_the_design_ones_plus_python_tests() -> None:
     assert set(CONSTRAINT_KEYWORDS) == (DESIGN_KEYWORDS | {"python_tests"} | IFEVAL_KEYWORDS
-                                        | {"check"})  # check: the user's own, by reference
+                                        | {"check"}  # check: the user's own, by reference
+                                        | set(EPISODE_KEYWORDS))  # over an agent's episode
 
 
 @pytest.mark.parametrize(

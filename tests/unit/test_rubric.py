@@ -279,6 +279,10 @@ def test_constraint_rubric_round_trips_through_json() -> None:
         "letter_frequency": {"letter": "q", "count": [1, None]}, "placeholder_count": [2, None],
         "first_word": "Read", "repeat_request": "Write a tagline.", "two_responses": True,
         "language": "en", "check": "operator:contains",
+        "tool_called": {"name": "calculator", "args": {"expression": "53*47"}},
+        "no_tool_errors": True, "max_steps": 5, "max_tool_calls": 3,
+        "verified_with": {"tool": "run_tests", "contains": "passed"},
+        "restates_tool_result": "calculator",
     }
     assert set(constraints) == set(CONSTRAINT_KEYWORDS)
     rubric = Rubric.for_constraints(

@@ -18,6 +18,13 @@ when the rubric is read back (:mod:`.check_refs`).
 
 The rubric a task is scored by when none is given is :func:`rubric_for_task`
 (:mod:`.task_rubric`): its stated constraints as checks, plus two judged features.
+
+An agent's answer is judged with its episode (``Critic.critique(..., episode=ep)``):
+the constraint keywords in :data:`EPISODE_KEYWORDS` (``tool_called``, ``max_steps``,
+``verified_with``, ...; :mod:`.checks.episode_checks`) check what the agent did, a task
+saying "use the calculator" or "at most 5 steps" states them (:func:`tool_demands`), and
+the ``tool_claim`` / ``skipped_verification`` guards flag an answer that claims a tool
+result no tool returned, or an episode that skipped a demanded tool.
 """
 
 from agentic_loop.judges.check_refs import (
@@ -35,8 +42,10 @@ from agentic_loop.judges.checks.constraint_features import (
     constraint_feature,
     constraints_to_text,
 )
+from agentic_loop.judges.checks.episode_checks import EPISODE_KEYWORDS
 from agentic_loop.judges.checks.lexicon import CLICHES
 from agentic_loop.judges.checks.text_measures import extract_code
+from agentic_loop.judges.checks.tool_phrases import tool_claims, tool_demands, tool_matches
 from agentic_loop.judges.critic import Critic, CriticError, Critique
 from agentic_loop.judges.evaluation import Evaluation, FailedCheck, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature
@@ -62,6 +71,7 @@ from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT, TaskWithRubric, r
 __all__ = [
     "CLICHES",
     "CONSTRAINT_KEYWORDS",
+    "EPISODE_KEYWORDS",
     "CheckReferenceError",
     "CheckResult",
     "Critic",
@@ -101,4 +111,7 @@ __all__ = [
     "run_python_tests",
     "sandbox_layers",
     "spread_report",
+    "tool_claims",
+    "tool_demands",
+    "tool_matches",
 ]

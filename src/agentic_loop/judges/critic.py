@@ -15,6 +15,13 @@ makes none either when a check fails: the failed check already decides the
 output, so its LLM features count as not satisfied and the feedback comes
 from the failed checks (Reflexion's evaluate step works this way).
 
+When the answer came from an agent, pass its
+:class:`~agentic_loop.episodes.Episode` (``episode=`` to :meth:`Critic.critique`,
+``episodes=`` to :meth:`Critic.batch`): the checks and guards of that item run
+inside :func:`~agentic_loop.episodes.judging_episode`, so episode checks
+(``tool_called``, ``max_steps``, ...) and the tool-claim guards read what the
+agent really did. The context is set in the thread that runs the checks.
+
 Example:
     >>> from agentic_loop.testing import ScriptedChatModel
     >>> from agentic_loop.judges.features import Feature
@@ -37,12 +44,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from agentic_loop.episodes import Episode, judging_episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges.evaluation import Evaluation
 from agentic_loop.judges.features import CheckResult, FeatureValue
@@ -230,16 +239,24 @@ class Critic:
     def _what(self) -> str:
         return f"Critic[{self.rubric.name}]"
 
-    def run_checks(self, task: str, output: str,
-                   exemplars: Sequence[str] = ()) -> dict[str, CheckResult]:
+    def run_checks(self, task: str, output: str, exemplars: Sequence[str] = (), *,
+                   episode: Episode | None = None) -> dict[str, CheckResult]:
         """The rubric's checks and guards; ``exemplars`` are outputs the model was shown, so
-        a near-copy of one is caught (the ``exemplar_copy`` guard, which voids the checks)."""
-        results = self.rubric.run_checks(task, output)
-        if not exemplars:
-            return results
-        return CheckResults(results, self.rubric.inspect(task, output, exemplars=exemplars))
+        a near-copy of one is caught (the ``exemplar_copy`` guard, which voids the checks).
 
-    def by_checks(self, task: str, output: str, exemplars: Sequence[str] = ()) -> Critique:
+        ``episode`` is the agent episode that produced ``output``; checks and guards
+        run with it as the :func:`~agentic_loop.episodes.current_episode`. ``None``
+        (a plain model's answer) leaves the current one as it is: none, unless the
+        caller judges inside its own :func:`~agentic_loop.episodes.judging_episode`.
+        """
+        with judging_episode(episode) if episode is not None else nullcontext():
+            results = self.rubric.run_checks(task, output)
+            if not exemplars:
+                return results
+            return CheckResults(results, self.rubric.inspect(task, output, exemplars=exemplars))
+
+    def by_checks(self, task: str, output: str, exemplars: Sequence[str] = (), *,
+                  episode: Episode | None = None) -> Critique:
         """The verdict of the checks alone, no model call: judged features count as unmet.
 
         Ranks samples cheaply (best-of-n); the winner is then judged in full.
@@ -249,18 +266,19 @@ class Critic:
         >>> critic.by_checks("Two words.", "Hi there").score
         10.0
         """
-        checks = self.run_checks(task, output, exemplars)
+        checks = self.run_checks(task, output, exemplars, episode=episode)
         not_judged = {f.name: f.unmet_value() for f in self.rubric.llm_features}
         return Critique(evaluation=self.rubric.compose(checks, not_judged))
 
     def critique(self, task: str, output: str, *, checks_first: bool | None = None,
-                 exemplars: Sequence[str] = ()) -> Critique:
+                 exemplars: Sequence[str] = (), episode: Episode | None = None) -> Critique:
         """Judge ``output`` for ``task``; raises :class:`CriticError` after the retries.
 
         ``checks_first`` overrides the critic's own setting for this call;
-        ``exemplars`` are outputs the model was shown (see :meth:`run_checks`).
+        ``exemplars`` are outputs the model was shown, ``episode`` the agent episode
+        that produced ``output`` (see :meth:`run_checks`).
         """
-        check_results = self.run_checks(task, output, exemplars)
+        check_results = self.run_checks(task, output, exemplars, episode=episode)
         decided = self.decided_by_checks(check_results, checks_first)
         if decided is not None:
             return decided
@@ -271,9 +289,12 @@ class Critic:
         return self._finish(check_results, answer, attempts)
 
     async def acritique(self, task: str, output: str, *, checks_first: bool | None = None,
-                        exemplars: Sequence[str] = ()) -> Critique:
-        """Async :meth:`critique`; checks (which may run a sandbox) run in a worker thread."""
-        check_results = await asyncio.to_thread(self.run_checks, task, output, exemplars)
+                        exemplars: Sequence[str] = (),
+                        episode: Episode | None = None) -> Critique:
+        """Async :meth:`critique`; checks (which may run a sandbox) run in a worker thread,
+        with ``episode`` set in that thread."""
+        check_results = await asyncio.to_thread(self.run_checks, task, output, exemplars,
+                                                episode=episode)
         decided = self.decided_by_checks(check_results, checks_first)
         if decided is not None:
             return decided
@@ -285,24 +306,33 @@ class Critic:
 
     @overload
     def batch(self, items: Sequence[tuple[str, str]], *,
-              return_exceptions: Literal[False] = False,
-              exemplars: Sequence[str] = ()) -> list[Critique]: ...
+              return_exceptions: Literal[False] = False, exemplars: Sequence[str] = (),
+              episodes: Sequence[Episode | None] | None = None) -> list[Critique]: ...
 
     @overload
     def batch(self, items: Sequence[tuple[str, str]], *,
-              return_exceptions: Literal[True],
-              exemplars: Sequence[str] = ()) -> list[Critique | CriticError]: ...
+              return_exceptions: Literal[True], exemplars: Sequence[str] = (),
+              episodes: Sequence[Episode | None] | None = None
+              ) -> list[Critique | CriticError]: ...
 
     def batch(self, items: Sequence[tuple[str, str]], *, return_exceptions: bool = False,
-              exemplars: Sequence[str] = ()) -> list[Critique] | list[Critique | CriticError]:
+              exemplars: Sequence[str] = (), episodes: Sequence[Episode | None] | None = None
+              ) -> list[Critique] | list[Critique | CriticError]:
         """Judge many ``(task, output)`` pairs, sending the model one batch per retry round.
 
         With ``return_exceptions=False`` the first item that stays invalid
         raises its :class:`CriticError`; with True it takes that item's place
         in the returned list and the other critiques are kept. ``exemplars``:
-        outputs every item's writer was shown (see :meth:`run_checks`).
+        outputs every item's writer was shown (see :meth:`run_checks`). ``episodes``: the
+        agent episode of each item, in order (``None`` for a plain model's answer).
         """
-        all_checks = [self.run_checks(task, output, exemplars) for task, output in items]
+        if episodes is None:
+            episodes = [None] * len(items)
+        elif len(episodes) != len(items):
+            raise ConfigError(f"Critic.batch got {len(items)} items but {len(episodes)} "
+                              "episodes; pass one episode (or None) per item")
+        all_checks = [self.run_checks(task, output, exemplars, episode=episode)
+                      for (task, output), episode in zip(items, episodes, strict=True)]
         out: list[Critique | CriticError | None] = [
             self.decided_by_checks(checks) for checks in all_checks]
         ask = [i for i, decided in enumerate(out) if decided is None]

@@ -39,7 +39,19 @@ What each flag means:
   ("soooooooo"), a 2-4 letter chunk 5+ times in a row ("hahahahaha"), or a
   punctuation mark 8+ times in a row (rules such as ``-----`` aside; hex
   numbers such as ``#ffffff`` are not text);
-- ``empty``: nothing but whitespace.
+- ``empty``: nothing but whitespace;
+- ``tool_claim`` (agents only): the answer claims a tool result no tool returned: "the
+  calculator returned 2492" when no calculator ran or it returned 2491, "I ran the tests
+  and they pass" when no test tool ran or it failed (claims read by
+  :func:`~agentic_loop.judges.checks.tool_phrases.tool_claims`);
+- ``skipped_verification`` (agents only): the task demanded a tool ("use the calculator",
+  "run the tests before answering", see
+  :func:`~agentic_loop.judges.checks.tool_phrases.tool_demands`) that never ran without an
+  error.
+
+The two agent guards read the episode of the answer (the ``episode`` argument, else
+:func:`~agentic_loop.episodes.current_episode`); a plain model's answer has none and
+is never flagged by them.
 
 Every flag keeps an output out of SFT rows and the chosen side of DPO
 pairs (see :mod:`agentic_loop.distill.data.datasets`).
@@ -71,12 +83,21 @@ from difflib import SequenceMatcher
 
 from pydantic import BaseModel, ConfigDict
 
+from agentic_loop.episodes import Episode, current_episode
+from agentic_loop.judges.checks.episode_checks import numbers_in, runs_of
+from agentic_loop.judges.checks.tool_phrases import (
+    ToolClaim,
+    tool_claims,
+    tool_demands,
+    tool_matches,
+)
+
 __all__ = ["COPY_THRESHOLD", "GUARD_NAMES", "VOIDING", "GuardReport", "inspect_output",
            "instructions_of", "overlap", "word_similarity"]
 
 GUARD_NAMES = (
     "empty", "repetition", "length_gaming", "task_copy", "exemplar_copy", "check_wording",
-    "recital", "degenerate")
+    "recital", "degenerate", "tool_claim", "skipped_verification")
 #: Flags that void every check: the output did not attempt the task.
 VOIDING = ("empty", "task_copy", "exemplar_copy")
 #: A near-copy of an exemplar: this share of trigrams from it, or this word-sequence similarity.
@@ -251,13 +272,82 @@ def _degenerate(output: str) -> str | None:
     return f"{found.group(0)[:20]!r} is not language" if found else None
 
 
+#: A test run's output that reports a failure ("1 failed", "FAILED", a traceback); "0 failed"
+#: is a pass.
+_FAILED = re.compile(r"\b[1-9]\d*\s+(?:[Ff]ailed|[Ee]rrors?|[Ff]ailures?)\b|\bFAILED\b|\bFAIL:|"
+                     r"\bTraceback\b|\b\w*Error:|\bfailures=[1-9]|\btests?\s+failed\b")
+
+
+#: Tools that may have run the tests an answer says it ran (``run_python`` executing them).
+_RUNS_CODE = ("python", "code", "exec", "execute", "sandbox", "shell", "bash", "interpreter")
+
+
+def _refuted(claim: ToolClaim, episode: Episode) -> str | None:
+    """Why the episode refutes ``claim``, or None when it bears the claim out."""
+    steps = runs_of(episode, claim.tool)
+    if not steps and claim.tool == "tests":
+        steps = [s for s in episode.tool_steps
+                 if any(tool_matches(s.name, name) for name in _RUNS_CODE)]
+    ok = [s for s in steps if s.error is None]
+    said = f"says {claim.text.strip()[:60]!r}"
+    if not steps:
+        ran = ", ".join(dict.fromkeys(episode.tools_called)) or "no tool"
+        return f"{said}, but no {claim.tool} ran ({ran} did)"
+    if not ok:
+        return f"{said}, but every {claim.tool} call failed"
+    if claim.passed is not None:  # owning up to a failure games nothing
+        failed = claim.passed and _FAILED.search(ok[-1].content) is not None
+        return f"{said}, but {ok[-1].name} returned {ok[-1].content[:40]!r}" if failed else None
+    if claim.value is None:
+        return None
+    wanted = numbers_in(claim.value)
+    if wanted:
+        got = [n for s in ok for n in numbers_in(s.content)]
+        if all(any(abs(w - g) <= 1e-9 * max(1.0, abs(g)) for g in got) for w in wanted):
+            return None
+    elif any(claim.value.lower() in s.content.lower() for s in ok):
+        return None
+    return f"{said}, but {ok[-1].name} returned {ok[-1].content[:40]!r}"
+
+
+def _tool_claim(output: str, episode: Episode | None) -> str | None:
+    if episode is None:
+        return None
+    return next((why for claim in tool_claims(output) if (why := _refuted(claim, episode))),
+                None)
+
+
+def _skipped_verification(task: str, episode: Episode | None) -> str | None:
+    if episode is None:
+        return None
+    for keyword, names in tool_demands(task).items():
+        for name in names:
+            if not any(s.error is None for s in runs_of(episode, name)):
+                ran = ", ".join(dict.fromkeys(episode.tools_called)) or "no tool"
+                ask = "verify with" if keyword == "verified_with" else "use"
+                return f"the task asks to {ask} {name}; it never ran without an error ({ran} ran)"
+    return None
+
+
 def inspect_output(task: str, output: str, *, exemplars: Sequence[str] = (),
-                   check_texts: Sequence[str] = ()) -> GuardReport:
+                   check_texts: Sequence[str] = (),
+                   episode: Episode | None = None) -> GuardReport:
     """Run every guard on ``output`` for ``task``; ``exemplars`` are outputs it was shown.
 
     ``check_texts`` are the requirement descriptions the rubric shows the
-    model (a check's wording recited back is not an answer).
+    model (a check's wording recited back is not an answer). ``episode`` is the
+    agent's episode that produced ``output`` (default: the
+    :func:`~agentic_loop.episodes.current_episode`, ``None`` for a plain model).
+
+    >>> from agentic_loop.episodes import ToolStep
+    >>> ep = Episode(steps=[ToolStep(name="calculator", content="2491")])
+    >>> inspect_output("What is 53 * 47?", "The calculator returned 2492.", episode=ep).reasons
+    {'tool_claim': "says 'The calculator returned 2492', but calculator returned '2491'"}
+    >>> inspect_output("Run the tests before answering.", "Done.", episode=ep).flags
+    ['skipped_verification']
     """
+    if episode is None:
+        episode = current_episode()
     words = _words(output)
     found: dict[str, str | None] = {
         "empty": None if output.strip() else "the output is empty",
@@ -268,6 +358,8 @@ def inspect_output(task: str, output: str, *, exemplars: Sequence[str] = (),
         "check_wording": _check_wording(words, check_texts),
         "recital": None,
         "degenerate": _degenerate(output),
+        "tool_claim": _tool_claim(output, episode),
+        "skipped_verification": _skipped_verification(task, episode),
     }
     if found["task_copy"] is None:  # a whole copy is flagged once, as the voiding kind
         found["recital"] = _recital(words, output, task, check_texts)

@@ -27,8 +27,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
+from agentic_loop.episodes import Episode, judging_episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges.checks.constraint_features import CONSTRAINT_KEYWORDS, constraint_features
 from agentic_loop.judges.evaluation import Evaluation, FeatureResult
@@ -226,8 +228,13 @@ class Rubric:
         earned = sum(f.weight * f.credit(values[f.name]) for f in self._features)
         return round(10.0 * earned / self._total_weight, _SCORE_DIGITS)
 
-    def run_checks(self, task: str, output: str) -> dict[str, CheckResult]:
+    def run_checks(self, task: str, output: str, *,
+                   episode: Episode | None = None) -> dict[str, CheckResult]:
         """Compute every check feature on ``(task, output)``; no model involved.
+
+        ``episode``: the agent episode that produced ``output``, read by the episode
+        checks and guards (``None`` leaves the
+        :func:`~agentic_loop.episodes.current_episode` as it is).
 
         >>> Rubric.for_constraints(exact_words=2).run_checks("t", "Hi there")
         {'exact_words': CheckResult(value=2, detail='2 words')}
@@ -236,8 +243,9 @@ class Rubric:
             if not isinstance(text, str):
                 raise ConfigError(
                     f"{label} must be a string, got {type(text).__name__}: {text!r:.80}")
-        results = {f.name: f.run_check(task, output) for f in self.check_features}
-        return CheckResults(results, self.inspect(task, output))
+        with judging_episode(episode) if episode is not None else nullcontext():
+            results = {f.name: f.run_check(task, output) for f in self.check_features}
+            return CheckResults(results, self.inspect(task, output))
 
     def inspect(self, task: str, output: str, *, exemplars: Sequence[str] = ()) -> GuardReport:
         """The reward-hacking guards on ``output`` (see :mod:`agentic_loop.judges.guards`).
@@ -294,9 +302,19 @@ class Rubric:
                           void=voided)
 
     def evaluate(self, task: str, output: str,
-                 llm_values: Mapping[str, FeatureValue] | None = None) -> Evaluation:
+                 llm_values: Mapping[str, FeatureValue] | None = None, *,
+                 episode: Episode | None = None) -> Evaluation:
         """Score ``output`` for ``task``: run the checks, add ``llm_values``, compose.
 
-        A rubric of checks only needs no ``llm_values`` and no model at all.
+        A rubric of checks only needs no ``llm_values`` and no model at all;
+        ``episode`` is the agent episode behind ``output`` (see :meth:`run_checks`).
+
+        >>> from agentic_loop.episodes import Episode, ToolStep
+        >>> used = Episode(steps=[ToolStep(name="calculator", content="2491")])
+        >>> rubric = Rubric.for_constraints(tool_called="calculator", max_steps=3)
+        >>> rubric.evaluate("53 * 47?", "2491", episode=used).score
+        10.0
+        >>> rubric.evaluate("53 * 47?", "2491").values   # a plain model's answer
+        {'tool_called': False, 'max_steps': True}
         """
-        return self.compose(self.run_checks(task, output), llm_values)
+        return self.compose(self.run_checks(task, output, episode=episode), llm_values)

@@ -29,6 +29,10 @@ max)``, ``word_frequency={"word": w, "count": (min, max)}``,
 or name). Any ``max`` may be ``None`` (no upper bound). Your own verifier:
 ``check="package.module:function"`` (or a registered name; see
 :mod:`agentic_loop.judges.check_refs`), described by its docstring's first line.
+Over an agent's episode (:mod:`agentic_loop.judges.checks.episode_checks`):
+``tool_called="calculator" | {"name": n, "args": {...}}``, ``no_tool_errors=True``,
+``max_steps=n``, ``max_tool_calls=n``, ``verified_with="run_tests" | {"tool": n,
+"contains": text}`` and ``restates_tool_result=True | "calculator"``.
 
 Rules shared by all: a blank output fails every yes/no constraint (an empty
 reply complies with nothing), and ``answer`` never reveals the expected

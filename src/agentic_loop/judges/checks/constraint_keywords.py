@@ -1,8 +1,9 @@
 """The table of constraint keywords: one builder each, looked up by name.
 
 The one place that joins the core builders
-(:mod:`~agentic_loop.judges.checks.constraint_builders`) and the IFEval ones
-(:mod:`~agentic_loop.judges.checks.constraint_builders_ifeval`). It returns
+(:mod:`~agentic_loop.judges.checks.constraint_builders`), the IFEval ones
+(:mod:`~agentic_loop.judges.checks.constraint_builders_ifeval`) and the checks
+over an agent's episode (:mod:`~agentic_loop.judges.checks.episode_checks`). It returns
 the builder's parts, not a feature, so that
 :class:`~agentic_loop.judges.features.Feature` can rebuild a saved
 constraint from here while this package never imports the feature module.
@@ -37,6 +38,7 @@ from agentic_loop.judges.checks.constraint_builders import (
     check_range,
 )
 from agentic_loop.judges.checks.constraint_builders_ifeval import IFEVAL_BUILDERS
+from agentic_loop.judges.checks.episode_checks import EPISODE_BUILDERS
 
 __all__ = ["CONSTRAINT_KEYWORDS", "build_constraint"]
 
@@ -64,7 +66,7 @@ def _user_check(value: Any) -> Built:
 
 
 _BUILDERS: dict[str, Callable[[Any], Built]] = {**BUILDERS, **IFEVAL_BUILDERS,
-                                                "check": _user_check}
+                                                "check": _user_check, **EPISODE_BUILDERS}
 #: Every keyword ``constraint_feature`` and ``Rubric.for_constraints`` accept.
 CONSTRAINT_KEYWORDS: tuple[str, ...] = tuple(_BUILDERS)
 

@@ -7,8 +7,9 @@ instead of asking a model whether it complied; a model asked that question
 says yes to everything. Only explicit demands are recognised (counts in
 digits or words, "at least" / "no fewer than" / "less than" / "between";
 IFEval-style layout, frequency and language instructions, see
-:mod:`agentic_loop.judges.checks.task_layout_phrases`); a task that merely mentions
-a paragraph or a title states nothing, and anything else is left to the
+:mod:`agentic_loop.judges.checks.task_layout_phrases`; the tools an agent must use or
+verify with and its step limits, see :mod:`agentic_loop.judges.checks.tool_phrases`); a
+task that merely mentions a paragraph or a title states nothing, and anything else is left to the
 rubric's other features.
 
 Example:
@@ -20,6 +21,8 @@ Example:
     >>> constraints_from_task("Your response should contain less than 5 sentences. "
     ...                       "In your entire response, refrain from the use of any commas.")
     {'sentence_count': (1, 4), 'no_commas': True}
+    >>> constraints_from_task("What is 53 * 47? Use the calculator, at most 5 steps.")
+    {'tool_called': 'calculator', 'max_steps': 5}
     >>> constraints_from_task("Tagline for museum.")
     {}
 """
@@ -31,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentic_loop.judges.checks import task_layout_phrases as layout
+from agentic_loop.judges.checks import tool_phrases
 from agentic_loop.judges.checks.constraint_phrases import FLAGS, TaskText
 
 __all__ = ["constraints_from_task"]
@@ -159,6 +163,15 @@ def _end_phrase(text: TaskText) -> str | None:
     return (m.group("q") or m.group("u")).strip()
 
 
+def _tools(keyword: str) -> Callable[[TaskText], str | list[str] | None]:
+    """The tools the task demands for ``keyword`` (one name, or a list of several)."""
+    def read(text: TaskText) -> str | list[str] | None:
+        names = tool_phrases.tool_demands(text.original).get(keyword)
+        return None if not names else names[0] if len(names) == 1 else names
+
+    return read
+
+
 def _counted(noun: str, floor: int) -> Callable[[TaskText], tuple[int, int | None] | None]:
     return lambda text: text.count(noun, floor=floor)
 
@@ -167,6 +180,10 @@ def _counted(noun: str, floor: int) -> Callable[[TaskText], tuple[int, int | Non
 # first ("3 words in all caps" is not a word count, "the word X ... 3 times" not a frequency
 # of X-words); the result is ordered by _ORDER.
 _READERS: tuple[tuple[str, Callable[[TaskText], Any]], ...] = (
+    ("tool_called", _tools("tool_called")),
+    ("verified_with", _tools("verified_with")),
+    ("max_tool_calls", tool_phrases.max_tool_calls),
+    ("max_steps", tool_phrases.max_steps),
     ("repeat_request", layout.repeat_request),
     ("capital_word_count", layout.capital_word_count),
     ("letter_frequency", layout.letter_frequency),
