@@ -17,6 +17,15 @@ Example:
     Verdict(ok=False)
     >>> [c.kind for c in fake.calls]
     ['text', 'structured']
+
+A response may be an ``AIMessage`` with tool calls, to script a tool-using
+agent; ``bind_tools`` records the tools bound (``call.kwargs["tools"]``):
+
+    >>> agent = ScriptedChatModel(responses=[
+    ...     AIMessage("", tool_calls=[{"name": "calc", "args": {"x": "2+2"}, "id": "c1"}]),
+    ...     "4"])
+    >>> agent.bind_tools([]).invoke("2+2?").tool_calls[0]["name"]
+    'calc'
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ from pydantic import BaseModel, PrivateAttr
 
 from agentic_loop.errors import AgenticLoopError, ConfigError
 
-TextScript = str | BaseException | Callable[[list[BaseMessage]], str]
+TextScript = (str | AIMessage | BaseException
+              | Callable[[list[BaseMessage]], str | AIMessage])
 StructuredScript = (Mapping[str, Any] | BaseModel | BaseException
                     | Callable[[type[BaseModel], list[BaseMessage]], Any])
 
@@ -94,7 +104,7 @@ class ScriptedChatModel(BaseChatModel):
         """Every call so far, oldest first."""
         return self._calls
 
-    def _next_text(self, messages: list[BaseMessage]) -> str:
+    def _next_text(self, messages: list[BaseMessage]) -> str | AIMessage:
         if self._text_pos < len(self.responses):
             item = self.responses[self._text_pos]
             self._text_pos += 1
@@ -109,7 +119,7 @@ class ScriptedChatModel(BaseChatModel):
             raise item
         if callable(item):
             item = item(messages)
-        return str(item)
+        return item if isinstance(item, AIMessage) else str(item)
 
     def _generate(
         self,
@@ -119,11 +129,12 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self._calls.append(ScriptedCall("text", list(messages), kwargs=dict(kwargs)))
-        text = self._next_text(list(messages))
+        item = self._next_text(list(messages))
+        scripted = item if isinstance(item, AIMessage) else AIMessage(content=item)
         n_in = sum(len(str(m.content).split()) for m in messages)
-        n_out = len(text.split())
+        n_out = len(str(scripted.content).split()) + len(scripted.tool_calls)
         msg = AIMessage(
-            content=text,
+            content=scripted.content, tool_calls=scripted.tool_calls,
             usage_metadata={"input_tokens": n_in, "output_tokens": n_out,
                             "total_tokens": n_in + n_out},
             response_metadata={"model_name": self.model_id},
@@ -153,6 +164,16 @@ class ScriptedChatModel(BaseChatModel):
         if isinstance(item, BaseModel):
             item = item.model_dump()
         return schema.model_validate(item)
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind ``tools`` (recorded with each call as ``kwargs["tools"]``); the script decides
+        whether an answer calls one (an ``AIMessage`` response with ``tool_calls``)."""
+        names = [getattr(t, "name", None) or getattr(t, "__name__", repr(t)) for t in tools]
+        bound: dict[str, Any] = {"tools": names, **kwargs}
+        if tool_choice is not None:
+            bound["tool_choice"] = tool_choice
+        return self.bind(**bound)
 
     def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any

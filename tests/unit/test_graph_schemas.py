@@ -41,7 +41,8 @@ def test_every_architecture_shows_the_same_three_schemas(tmp_path):
             graph.get_output_jsonschema()["properties"])
         context = graph.get_context_jsonschema()
         assert set(context["properties"]) == {"constraints", "target_score", "max_iterations",
-                                              "samples_per_round", "temperature"}
+                                              "samples_per_round", "temperature", "max_steps",
+                                              "episode_timeout_s"}
 
 
 def test_the_output_is_the_result_not_the_loops_internals():

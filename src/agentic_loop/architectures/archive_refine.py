@@ -20,6 +20,10 @@ entries have theirs read from their task). A draft that nearly copies a
 shown exemplar is voided anyway (the ``exemplar_copy`` guard), so a copy
 never passes, is never archived and never becomes training data; the
 exporter trains on the plain task prompt, without the turns.
+When the generator is an agent, the accepted round's episode (its tool calls
+and results) is archived with the output, and a retrieved exemplar that has
+one is shown as a few-shot *episode*: task -> tool call -> tool result ->
+answer (see :mod:`agentic_loop.prompt_format`), under the same floor.
 The archive is read and written through the graph's LangGraph store, in
 the namespace ``("archive", <namespace>)``: by default a local archive on
 disk (quality compounds across runs and processes), or any store passed as
@@ -129,6 +133,10 @@ class ArchiveRefine(Architecture):
         exemplars_as: ``"turns"`` (few-shot chat turns, the default) or ``"text"``
             (one block of examples in the user message, as before).
         mmr: MMR lambda for varied exemplars (``None``: pure similarity).
+        show_episodes: show an exemplar an agent wrote as a few-shot episode, its tool
+            calls and results included (``False``: as its task and answer only). The
+            default ``None`` shows episodes when the generator is an agent, and to a plain
+            chat model (which has no tools to call) only the task and the answer.
         archive_namespace: namespace used when ``archive`` is a path, or in ``store``.
     """
 
@@ -138,7 +146,7 @@ class ArchiveRefine(Architecture):
                  archive: Archive | str = UNSET, k: int = 3,
                  min_similarity: float | None = DEFAULT_MIN_SIMILARITY,
                  match_kinds: bool = True, exemplars_as: ExemplarStyle = "turns",
-                 mmr: float | None = 0.7,
+                 mmr: float | None = 0.7, show_episodes: bool | None = None,
                  archive_namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(llm, rubric, **kwargs)
         self.memory_slot = memory_slot("archive", archive, kwargs.get("store"),
@@ -153,6 +161,8 @@ class ArchiveRefine(Architecture):
             raise ConfigError(f"exemplars_as={exemplars_as!r}: pass 'turns' or 'text'")
         self.exemplars_as = exemplars_as
         self.mmr = mmr
+        self.show_episodes = (getattr(self, "agent", None) is not None if show_episodes is None
+                              else bool(show_episodes))
 
     def _prelude(self, graph: StateGraph) -> str | None:
         self._add(graph, "retrieve", self._retrieve)
@@ -173,9 +183,16 @@ class ArchiveRefine(Architecture):
             hits = [h for h in hits if entry_kinds(h.entry) == wanted]
         update["exemplars"] = [{"id": h.entry.id, "task": h.entry.task, "output": h.entry.output,
                                 "requirements": entry_requirements(h.entry),
-                                "score": h.entry.score, "similarity": round(h.similarity, 4)}
+                                "score": h.entry.score, "similarity": round(h.similarity, 4),
+                                **self._shown_episode(h.entry)}
                                for h in hits[: self.k]]
         return update
+
+    def _shown_episode(self, entry: ArchiveEntry) -> dict[str, Any]:
+        """The exemplar's episode as the state keeps it (plain JSON, checkpointable), if shown."""
+        if not self.show_episodes or entry.episode is None:
+            return {}
+        return {"episode": entry.episode.model_dump(mode="json")}
 
     def _on_finalize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         final: Round = state["final"]
@@ -188,7 +205,9 @@ class ArchiveRefine(Architecture):
             "model_id": final.model or self.model_id, "trajectory_id": state.get("run_id"),
             "metadata": {"architecture": self.name, "passed": bool(final.passed),
                          "constraint_kinds": sorted(check_kinds(rubric)),
-                         "requirements": rubric_requirements(rubric)}}])[0]
+                         "requirements": rubric_requirements(rubric)},
+            # the accepted round's agent episode (tool calls and results), shown to later runs
+            **({"episode": final.episode} if final.episode is not None else {})}])[0]
         return {"archived": result.status != "duplicate"}
 
 

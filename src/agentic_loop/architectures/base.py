@@ -26,11 +26,27 @@ Example (a scripted model; real ones come from ``load_chat_model``):
     >>> result = arch.run("Greet me in one word.")
     >>> result.output, result.score, result.iterations, result.stop_reason
     ('Hello', 10.0, 2, 'target')
+
+An agent writes each draft as a whole episode (:mod:`agentic_loop.agents`); here a
+chat model with ``tools=``, whose tool loop the package runs:
+
+    >>> from langchain_core.messages import AIMessage
+    >>> def calculator(expression: str) -> str:
+    ...     '''Multiply two whole numbers written as a*b.'''
+    ...     a, b = expression.split("*")
+    ...     return str(int(a) * int(b))
+    >>> asks = AIMessage("", tool_calls=[{"name": "calculator", "id": "c1",
+    ...                                   "args": {"expression": "53*47"}}])
+    >>> agent = Reflection(ScriptedChatModel(responses=[asks, "2491"]), tools=[calculator],
+    ...                    rubric=Rubric.for_constraints(exact_words=1), max_steps=4)
+    >>> result = agent.run("What is 53 * 47?")
+    >>> result.output, result.trace[0].episode.tools_called
+    ('2491', ['calculator'])
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
@@ -40,6 +56,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from agentic_loop.agents import DEFAULT_EPISODE_TIMEOUT_S, DEFAULT_MAX_STEPS, split_generator
 from agentic_loop.architectures.nodes import (
     DEFAULT_MAX_OUTPUT_CHARS,
     REFINE_MODES,
@@ -83,7 +100,6 @@ from agentic_loop.architectures.tracing import (
 from agentic_loop.architectures.usage import track_usage
 from agentic_loop.errors import ConfigError, TaskError
 from agentic_loop.judges import Rubric
-from agentic_loop.models import load_chat_model, model_id_of
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
 from agentic_loop.trajectories import TrajectoryLog
 
@@ -133,7 +149,20 @@ class Architecture(Runner):
     """Base class: generate -> critique -> refine until a stop rule, then finalize.
 
     Args:
-        llm: a chat model or a spec for :func:`~agentic_loop.models.load_chat_model`.
+        llm: a chat model or a spec for :func:`~agentic_loop.models.load_chat_model`; or an
+            agent, whose drafts are whole episodes (:mod:`agentic_loop.agents`): a compiled
+            LangGraph graph with a ``messages`` state (``create_agent``,
+            ``create_react_agent``, your ``StateGraph``) or any Runnable taking and returning
+            messages.
+        tools: with a chat model ``llm``: the tools it may call; the package runs the tool
+            loop (LangGraph's ``ToolNode``), and each draft is an episode.
+        judge: the chat model (or spec) that critiques, judges LLM features and reflects;
+            default: ``llm``, or the chat model inside an agent. Needed for an agent with no
+            chat model found when the rubric has LLM-judged features or the architecture
+            reflects.
+        max_steps / episode_timeout_s: an agent's episode ends after this many model calls
+            (``stop_reason`` ``"step_limit"``) or seconds (``"time_limit"``), keeping what
+            it had; per run too (``run(task, max_steps=...)``).
         rubric: scores every draft; ``None`` builds one per task from the
             constraints the task states (see :func:`~agentic_loop.judges.rubric_for_task`).
         target_score: stop once a draft scores at least this (0-10).
@@ -173,9 +202,13 @@ class Architecture(Runner):
 
     def __init__(
         self,
-        llm: BaseChatModel | str,
+        llm: BaseChatModel | str | Any,
         rubric: Rubric | None = None,
         *,
+        tools: Sequence[Any] | None = None,
+        judge: BaseChatModel | str | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        episode_timeout_s: float | None = DEFAULT_EPISODE_TIMEOUT_S,
         target_score: float = 8.0,
         max_iterations: int = 3,
         plateau_patience: int = 2,
@@ -208,8 +241,24 @@ class Architecture(Runner):
                                              or max_output_chars < 1):
             raise ConfigError(f"max_output_chars={max_output_chars!r}: pass an integer >= 1, "
                               "or None for no cap")
-        self.llm = load_chat_model(llm)
-        self.model_id = model_id_of(self.llm)
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ConfigError(f"max_steps={max_steps!r}: pass an integer >= 1 (model calls per "
+                              "episode)")
+        if episode_timeout_s is not None and not episode_timeout_s > 0:
+            raise ConfigError(f"episode_timeout_s={episode_timeout_s!r}: pass seconds > 0, or "
+                              "None for no limit")
+        generator = split_generator(llm, tools, judge, rubric=rubric,
+                                    reflects=callable(getattr(self, "_reflect", None)))
+        #: the chat model the loop calls: generation (a plain model), reflection; with an
+        #: agent, its judge
+        self.llm = cast(BaseChatModel, generator.llm)
+        #: the chat model of the critic (``judge=``, else ``llm``)
+        self.judge_llm = cast(BaseChatModel, generator.judge)
+        #: the agent that writes drafts as episodes (None: ``llm`` writes them)
+        self.agent = generator.agent
+        self.model_id = generator.model_id
+        self.max_steps = max_steps
+        self.episode_timeout_s = episode_timeout_s
         self.rubric = rubric
         self.target_score = float(target_score)
         self.max_iterations = int(max_iterations)
@@ -296,7 +345,8 @@ class Architecture(Runner):
                                                     getattr(runtime, "context", None))
                         reset["settings"] = resolved.model_dump(mode="json")
                         state = cast(GraphState, {**state, "settings": reset["settings"]})
-                    with active_settings(self.settings_of(state, config)):
+                    with active_settings(self.settings_of(state, config),
+                                         run_id=state.get("run_id")):
                         update = fn(state, config)
                     if "draft" in update:
                         update.update(self._bounded_draft(update["draft"], sent, drawn))

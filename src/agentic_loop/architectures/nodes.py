@@ -34,15 +34,14 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from agentic_loop.agents import AgentRunner
 from agentic_loop.architectures.prompts import (
     bound_output,
     chat_messages,
@@ -55,8 +54,11 @@ from agentic_loop.architectures.results import MAX_ERROR_CHARS, best_round, traj
 from agentic_loop.architectures.sampling import (
     Drawn,
     draw,
+    draw_episodes,
     pick_best,
     record_draws,
+    record_prompt,
+    recording_prompts,
     shown_outputs,
     temperature_at,
 )
@@ -65,12 +67,14 @@ from agentic_loop.architectures.settings import (
     RubricCache,
     UncheckedConstraintsWarning,
     active_settings,
+    current_run_id,
     current_settings,
     resolve_settings,
     warn_unchecked_constraints,
 )
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.architectures.tracing import node_metadata
+from agentic_loop.episodes import Episode
 from agentic_loop.judges import Critic, Critique, Rubric, rubric_for_task
 from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT
 from agentic_loop.models.retry import RetryPolicy
@@ -100,34 +104,19 @@ def task_rubric(task: str) -> Rubric:
 def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
                  prompt: DraftPrompt | None = None, cut_from: int | None = None,
                  model: str | None = None, alternatives: Sequence[Candidate] = (),
-                 critique_text: bool = False) -> Round:
+                 critique_text: bool = False, episode: Episode | None = None) -> Round:
     """The round a critique makes of a draft (written from ``prompt`` by ``model``, cut from
-    ``cut_from``); its feedback is :func:`~.prompts.refine_feedback` of the critique (the
-    critic's advice only with ``critique_text``)."""
+    ``cut_from``, in ``episode`` when an agent wrote it); its feedback is
+    :func:`~.prompts.refine_feedback` of the critique (the critic's advice only with
+    ``critique_text``)."""
     return Round(iteration=iteration, draft=draft, score=critique.score, passed=critique.passed,
                  features=dict(critique.values), critique=critique.critique,
                  overall_score=critique.overall_score,
                  feedback=refine_feedback(critique.evaluation,
                                           critique.critique if critique_text else None),
                  latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
-                 prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives))
-
-
-_sent: ContextVar[list[DraftPrompt] | None] = ContextVar("agentic_loop_sent", default=None)
-@contextmanager
-def recording_prompts() -> Iterator[list[DraftPrompt]]:
-    """Collect the prompt of every generation call made in this context (one node's run).
-
-    :meth:`LoopNodes._call` appends to it; the node wrapper stores the last one
-    with the draft it produced, so a subclass node that only returns
-    ``{"draft": self._call(...)}`` still gets its prompt recorded.
-    """
-    sent: list[DraftPrompt] = []
-    token = _sent.set(sent)
-    try:
-        yield sent
-    finally:
-        _sent.reset(token)
+                 prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives),
+                 episode=episode)
 
 
 class LoopNodes:
@@ -143,6 +132,8 @@ class LoopNodes:
 
     # set by Architecture.__init__
     llm: BaseChatModel
+    judge_llm: BaseChatModel
+    agent: AgentRunner | None
     model_id: str
     rubric: Rubric | None
     target_score: float
@@ -224,7 +215,7 @@ class LoopNodes:
 
     def critic_for(self, rubric: Rubric) -> Critic:
         """The critic of a rubric, with this architecture's judging options."""
-        return Critic(self.llm, rubric, max_retries=self.critic_retries,
+        return Critic(self.judge_llm, rubric, max_retries=self.critic_retries,
                       critique_text=self.critique_text, checks_first=self.checks_first)
 
     def _call(self, prompt: DraftPrompt | Sequence[BaseMessage], config: RunnableConfig,
@@ -243,20 +234,24 @@ class LoopNodes:
             record, messages = prompt, chat_messages(prompt)
         else:
             record, messages = DraftPrompt.of_messages(prompt), list(prompt)
-        sent = _sent.get()
-        if sent is not None:
-            sent.append(record)
+        record_prompt(record)
         cfg: RunnableConfig = {"metadata": {"iteration": iteration}}
         settings = current_settings()
         n, temperature = ((self.samples_per_round, temperature_at(self.temperature, iteration))
                           if settings is None else
                           (settings.samples_per_round,
                            settings.temperature_at(iteration, self.temperature)))
-        answers = draw(self.llm, messages, n=n, temperature=temperature,
-                       retry=self.retry, config=cfg)
-        samples = [Drawn(clean_output(message_text(a)),
-                         (a.response_metadata or {}).get("model_name") or self.model_id)
-                   for a in answers]
+        if self.agent is not None:  # an agent: each sample is a whole episode
+            samples = draw_episodes(self.agent, messages, n=n, temperature=temperature,
+                                    config=config, iteration=iteration, architecture=self.name,
+                                    model_id=self.model_id, run_id=current_run_id(),
+                                    limits=settings or self)
+        else:
+            answers = draw(self.llm, messages, n=n, temperature=temperature,
+                           retry=self.retry, config=cfg)
+            samples = [Drawn(clean_output(message_text(a)),
+                             (a.response_metadata or {}).get("model_name") or self.model_id)
+                       for a in answers]
         record_draws(samples)
         return samples[0].text
 
@@ -274,11 +269,12 @@ class LoopNodes:
         if len(last) > 1:
             for sample in last:
                 body, cut = bound_output(sample.text, self.max_output_chars)
-                samples.append({"draft": body, "cut_from": cut, "model": sample.model})
+                samples.append({"draft": body, "cut_from": cut, "model": sample.model,
+                                "episode": sample.episode})
         return {"draft": text, "draft_cut_from": cut_from,
                 "draft_prompt": sent[-1] if sent else None,
                 "draft_model": last[0].model if last else self.model_id,
-                "draft_samples": samples}
+                "draft_samples": samples, "draft_episode": last[0].episode if last else None}
 
     @staticmethod
     def _start(state: LoopState) -> dict[str, Any]:
@@ -327,15 +323,17 @@ class LoopNodes:
             best, critique, others = pick_best(task, samples, critic, shown)
             chosen = dict(samples[best])
         else:
-            critique = critic.critique(task, draft, exemplars=shown)
+            episode = state.get("draft_episode")
+            critique = critic.critique(task, draft, exemplars=shown, episode=episode)
             chosen = {"draft": draft, "cut_from": state.get("draft_cut_from"),
-                      "model": state.get("draft_model") or self.model_id}
+                      "model": state.get("draft_model") or self.model_id, "episode": episode}
         return {"rounds": [judged_round(state.get("iteration", 0), chosen["draft"], critique,
                                         time.perf_counter() - started,
                                         prompt=state.get("draft_prompt"),
                                         cut_from=chosen.get("cut_from"),
                                         model=chosen.get("model"), alternatives=others,
-                                        critique_text=self.critique_text)]}
+                                        critique_text=self.critique_text,
+                                        episode=chosen.get("episode"))]}
 
     def _critique(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         return {} if state.get("errors") else self._judge(state, config)
@@ -437,7 +435,8 @@ class LoopNodes:
         settings = self.settings_of(state, config) if saved else None
         meta = (settings.run_metadata if settings is not None
                 else ((config or {}).get("configurable") or {}).get("run_metadata"))
-        model_id = model_id_of(self.llm, config) if config is not None else self.model_id
+        model_id = (model_id_of(self.llm, config) if config is not None and self.agent is None
+                    else self.model_id)
         rubric = (self.run_rubric(state, config) if settings is not None
                   else self.rubric_for(state["task"], config))
         return trajectory_of(state, architecture=self.name, model_id=model_id, rubric=rubric,

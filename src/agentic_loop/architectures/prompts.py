@@ -13,6 +13,13 @@ fails, and no free-text critique unless the architecture asks for one. A
 small model answers the text it is shown, so every line must be an
 instruction it can act on.
 
+The reflection prompt (:func:`reflect_messages`) shows, when the failed
+attempt was an agent's episode, what the agent did (:func:`attempt_summary`:
+each tool call with its arguments and what it returned or the error it
+raised, the step count, the tools the task asked for that it never called),
+so the lesson can name a tool ("use the calculator for products of two-digit
+numbers") rather than only restate the failed check.
+
 Example:
     >>> print(generate_messages("Name a color.", "- Use exactly 1 words.")[1].content)
     Name a color.
@@ -29,26 +36,35 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_messages,
+)
 
 from agentic_loop.clean_text import clean_text
+from agentic_loop.episodes import Episode
 from agentic_loop.judges import Evaluation
-from agentic_loop.prompt_format import SYSTEM, DraftPrompt, fresh_draft_prompt
+from agentic_loop.prompt_format import SYSTEM, DraftPrompt, episode_transcript, fresh_draft_prompt
 
-__all__ = ["SYSTEM", "bound_output", "chat_messages", "clean_output", "fresh_draft_prompt",
-           "generate_messages", "reflect_messages", "refine_feedback", "refine_messages",
-           "refine_prompt"]
+__all__ = ["SYSTEM", "attempt_summary", "bound_output", "chat_messages", "clean_output",
+           "fresh_draft_prompt", "generate_messages", "reflect_messages", "refine_feedback",
+           "refine_messages", "refine_prompt", "tools_asked_for"]
 
 _ROLES: dict[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage,
                                         "assistant": AIMessage}
 
 
 def chat_messages(prompt: DraftPrompt) -> list[BaseMessage]:
-    """A prompt record as the LangChain messages a chat model is sent."""
-    return [_ROLES[m["role"]](m["content"]) for m in prompt.messages()]
+    """A prompt record as the LangChain messages a chat model is sent: a few-shot episode's
+    steps as an ``AIMessage`` with ``tool_calls`` and ``ToolMessage`` results."""
+    return [convert_to_messages([m])[0] if "tool_calls" in m or m["role"] == "tool"
+            else _ROLES[m["role"]](m["content"]) for m in prompt.messages()]
 
 
 def generate_messages(task: str, requirements: str = "", exemplars: Sequence[dict[str, Any]] = (),
@@ -106,13 +122,75 @@ def refine_messages(task: str, draft: str, feedback: str,
     return chat_messages(refine_prompt(task, draft, feedback, requirements))
 
 
-def reflect_messages(task: str, attempt: str, failure: str) -> list[BaseMessage]:
-    """Ask for a short lesson about why an attempt failed."""
+#: Verbs that ask for a tool in a task ("use the calculator", "run the tests").
+_ASKS = re.compile(r"\b(?:use|using|call|run|try)\s+(?:the\s+|a\s+|an\s+|your\s+)?"
+                   r"(?P<what>[A-Za-z][\w-]*)", re.IGNORECASE)
+_STOPPED = {"step_limit": "it hit the step limit before answering",
+            "time_limit": "it ran out of time before answering",
+            "error": "it stopped on an error"}
+
+
+def tools_asked_for(task: str, names: Iterable[str]) -> list[str]:
+    """The tools among ``names`` that the task asks for ("use the calculator", "run the
+    tests" for ``run_tests``): a word of the tool's name right after use/call/run/try.
+
+    >>> tools_asked_for("What is 53 * 47? Use the calculator.", ["calculator", "python"])
+    ['calculator']
+    >>> tools_asked_for("Run the tests before answering.", ["run_tests"])
+    ['run_tests']
+    >>> tools_asked_for("Use exactly 3 words.", ["calculator"])
+    []
+    """
+    asked = {m.group("what").lower() for m in _ASKS.finditer(task)}
+
+    def words(name: str) -> set[str]:
+        return set(re.split(r"[\s_\-.]+", name.lower())) - {"run", "use", "call", "tool"}
+
+    return [n for n in dict.fromkeys(names)
+            if n.lower() in asked or any(words(n) & words(a) for a in asked)]
+
+
+def attempt_summary(episode: Episode, asked: Iterable[str] = ()) -> str:
+    """What an agent did in a failed attempt, as the reflection prompt shows it: the step
+    count, each tool call with its result or error, and the ``asked`` tools it never called.
+
+    >>> from agentic_loop.episodes import ModelStep, ToolStep
+    >>> print(attempt_summary(Episode(steps=[
+    ...     ToolStep(name="python", args={"code": "53*47"}, error="NameError: x"),
+    ...     ModelStep(text="2500")], final="2500"), asked=["calculator"]))
+    Steps: 1 model call, 1 tool call.
+    - I called python(code="53*47"); it failed: NameError: x
+    - The task asks for calculator; you never called it.
+    """
+    calls = len(episode.tool_steps)
+    lines = [f"Steps: {episode.model_calls} model call{'s' * (episode.model_calls != 1)}, "
+             f"{calls} tool call{'s' * (calls != 1)}."
+             + (f" It stopped: {_STOPPED[episode.stop_reason]}."
+                if episode.stop_reason in _STOPPED else "")]
+    lines += [f"- {line}" for line in episode_transcript(episode)] or ["- You called no tool."]
+    called = set(episode.tools_called)
+    lines += [f"- The task asks for {name}; you never called it."
+              for name in dict.fromkeys(asked) if name not in called]
+    return "\n".join(lines)
+
+
+def reflect_messages(task: str, attempt: str, failure: str, *, episode: Episode | None = None,
+                     asked: Iterable[str] = ()) -> list[BaseMessage]:
+    """Ask for a short lesson about why an attempt failed.
+
+    ``episode``: the agent's episode behind the attempt, shown as "What you did"
+    (:func:`attempt_summary`, with the ``asked`` tools it skipped), and the lesson is asked
+    to name the tool that would have helped. Without one the prompt is as it always was.
+    """
+    did = (f"What you did:\n{attempt_summary(episode, asked)}\n\n"
+           if episode is not None else "")
+    ask = ("Give the root cause, the correction, and a one-sentence lesson for the next attempt"
+           + (" (name the tool to use, and how, when a tool would have helped)."
+              if episode is not None else "."))
     return [
         SystemMessage("You analyse failed attempts and write short, concrete lessons."),
-        HumanMessage(f"Task: {task.strip()}\n\nFailed attempt:\n{attempt}\n\n"
-                     f"Why it failed:\n{failure.strip()}\n\nGive the root cause, the correction, "
-                     "and a one-sentence lesson for the next attempt."),
+        HumanMessage(f"Task: {task.strip()}\n\nFailed attempt:\n{attempt}\n\n{did}"
+                     f"Why it failed:\n{failure.strip()}\n\n{ask}"),
     ]
 
 

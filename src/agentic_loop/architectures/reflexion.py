@@ -10,6 +10,11 @@ runs on similar tasks, see those lessons. Reflections are read and written
 through the graph's LangGraph store, in ``("reflexion", <namespace>)``: by
 default a local :class:`~agentic_loop.memory.ReflexionMemory` on disk, or
 any store passed as ``store=`` (see :mod:`agentic_loop.memory.store.slots`).
+When the generator is an agent, the reflection prompt also shows what it did
+in the failed episode (each tool call with its arguments and result or error,
+the step count, the tools the task asked for that it never called; see
+:func:`~agentic_loop.architectures.prompts.attempt_summary`), so a lesson can
+name a tool: "use the calculator for products of two-digit numbers".
 
 Example:
     >>> import tempfile
@@ -40,8 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.architectures.archive_refine import DEFAULT_MIN_SIMILARITY
 from agentic_loop.architectures.base import Architecture
-from agentic_loop.architectures.prompts import reflect_messages
+from agentic_loop.architectures.prompts import reflect_messages, tools_asked_for
 from agentic_loop.architectures.state import LoopState
+from agentic_loop.episodes import Episode
 from agentic_loop.memory import ReflexionMemory
 from agentic_loop.memory.store.slots import UNSET, memory_slot
 
@@ -107,6 +113,8 @@ class Reflexion(Architecture):
         self.memory: ReflexionMemory | None = self.memory_slot.local  # type: ignore[assignment]
         self.k = k
         self.min_similarity = min_similarity
+        #: the tools given with a chat model (``tools=``), whose names a reflection may name
+        self._given_tools = list(kwargs.get("tools") or ())
 
     def _define(self, graph: StateGraph) -> None:
         self._add(graph, "recall", self._recall)
@@ -151,18 +159,34 @@ class Reflexion(Architecture):
     def _reflect(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         task, last = state["task"], state["rounds"][-1]
         failure = last.feedback or f"It scored {last.score or 0.0:.1f}/10."
+        episode = last.episode
+        asked = tools_asked_for(task, self.tool_names(episode)) if episode is not None else []
         note, _ = self.retry.invoke_structured(
-            self.llm, ReflectionNote, reflect_messages(task, last.draft, failure),
+            self.judge_llm, ReflectionNote,
+            reflect_messages(task, last.draft, failure, episode=episode, asked=asked),
             what="reflection")
         if not usable_lesson(note.lesson):  # a placeholder or a fragment teaches nothing
             return {}
+        tools = ({"tools_called": episode.tools_called,
+                  "tool_errors": len(episode.tool_errors), "tools_skipped":
+                  [n for n in asked if n not in episode.tools_called]}
+                 if episode is not None else {})
         stored = self.memory_slot.view(get_store()).add_many([{
             "task": task, "reflection": note.lesson, "failure_summary": failure,
             "outcome": "failed", "trial": last.iteration,
             "metadata": {"root_cause": note.root_cause, "correction": note.correction,
-                         "score": last.score, "run_id": state.get("run_id")}}])[0]
+                         "score": last.score, "run_id": state.get("run_id"), **tools}}])[0]
         fresh = {"id": stored.entry.id, "task": task, "reflection": note.lesson}
         return {"reflections": [fresh, *state.get("reflections", [])][: self.k + 1]}
+
+    def tool_names(self, episode: Episode) -> list[str]:
+        """The tools the agent could call: those given with ``tools=`` (or an architecture's
+        ``tools``) and those the episode called; the reflection prompt names the ones the task
+        asked for that the episode skipped."""
+        given = [*self._given_tools, *(getattr(self, "tools", None) or ())]
+        names = [getattr(t, "name", None) or getattr(t, "__name__", None) for t in given]
+        return list(dict.fromkeys([*(n for n in names if isinstance(n, str)),
+                                   *episode.tools_called]))
 
     @property
     def recursion_limit(self) -> int:

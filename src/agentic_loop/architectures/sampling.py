@@ -13,6 +13,11 @@ next to decoding) and an OpenAI-compatible server such as vLLM shares the
 prompt's prefill through its prefix cache. A model with a fixed ``seed``
 gets ``seed + i`` for sample ``i``, or all n would be the same.
 
+When the generator is an agent, each sample is a whole episode
+(:func:`draw_episodes`): the ``n`` episodes run concurrently, each on a
+thread of its own, and each sample keeps its episode (``Drawn.episode``,
+then ``Candidate.episode``), so the checks that read episodes rank them too.
+
 The samples are ranked by the rubric's Python checks (cheap; judged
 features count as unmet), and only the best is judged by the LLM critic.
 A rubric with no checks has nothing cheap to rank by, so every sample is
@@ -52,15 +57,19 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableParallel
 
+from agentic_loop.agents import AgentRunner, run_episodes
+from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Critic, Critique
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
 from agentic_loop.models.wrappers import chat_model_of
+from agentic_loop.prompt_format import DraftPrompt
 from agentic_loop.trajectories import Candidate
 
 __all__ = ["MAX_SAMPLES_PER_ROUND", "Drawn", "TemperatureSchedule", "check_samples",
-           "check_schedule", "draw", "pick_best", "recording_draws", "record_draws",
-           "shown_outputs", "temperature_at"]
+           "check_schedule", "draw", "draw_episodes", "pick_best", "record_draws",
+           "record_prompt", "recording_draws", "recording_prompts", "shown_outputs",
+           "temperature_at"]
 
 #: The most samples one round may draw: each is a model call, and a served graph takes
 #: settings from anyone who can reach it.
@@ -135,10 +144,36 @@ def draw(llm: Runnable[Any, Any], messages: LanguageModelInput, *, n: int = 1,
 
 @dataclass(frozen=True)
 class Drawn:
-    """One sample of a generation call: its cleaned text and the model that wrote it."""
+    """One sample of a generation call: its cleaned text, the model that wrote it, and the
+    episode it ended (an agent's sample; None for a plain model's)."""
 
     text: str
     model: str | None
+    episode: Episode | None = None
+
+
+def draw_episodes(agent: AgentRunner, messages: LanguageModelInput, *, n: int = 1,
+                  temperature: float | None = None, config: RunnableConfig | None = None,
+                  iteration: int = 0, architecture: str = "", model_id: str = "",
+                  run_id: str | None = None, limits: Any = None) -> list[Drawn]:
+    """``n`` episodes of ``agent`` on one prompt, concurrently, as samples (see the module).
+
+    ``limits``: the run's settings (or anything with ``max_steps`` and
+    ``episode_timeout_s``; None: the defaults); ``run_id`` names the episodes'
+    threads. The draft is the episode's final answer.
+    """
+    from agentic_loop.architectures.prompts import clean_output
+
+    bounds: dict[str, Any] = ({} if limits is None else
+                              {"max_steps": limits.max_steps,
+                               "timeout_s": limits.episode_timeout_s})
+    episodes = run_episodes(agent, list(messages), n=n, config=config,  # type: ignore[arg-type]
+                            run_id=run_id, iteration=iteration, temperature=temperature,
+                            tags=["agentic-loop", f"arch:{architecture}"],
+                            metadata={"architecture": architecture}, **bounds)
+    return [Drawn(clean_output(ep.final),
+                  next((s.model for s in reversed(ep.model_steps) if s.model), None) or model_id,
+                  ep) for ep in episodes]
 
 
 _drawn: ContextVar[list[list[Drawn]] | None] = ContextVar("agentic_loop_drawn", default=None)
@@ -160,6 +195,32 @@ def record_draws(samples: list[Drawn]) -> None:
     drawn = _drawn.get()
     if drawn is not None:
         drawn.append(samples)
+
+
+_sent: ContextVar[list[DraftPrompt] | None] = ContextVar("agentic_loop_sent", default=None)
+
+
+@contextmanager
+def recording_prompts() -> Iterator[list[DraftPrompt]]:
+    """Collect the prompt of every generation call made in this context (one node's run).
+
+    ``LoopNodes._call`` appends to it (:func:`record_prompt`); the node wrapper
+    stores the last one with the draft it produced, so a subclass node that only
+    returns ``{"draft": self._call(...)}`` still gets its prompt recorded.
+    """
+    sent: list[DraftPrompt] = []
+    token = _sent.set(sent)
+    try:
+        yield sent
+    finally:
+        _sent.reset(token)
+
+
+def record_prompt(prompt: DraftPrompt) -> None:
+    """Note one generation call's prompt (no-op outside :func:`recording_prompts`)."""
+    sent = _sent.get()
+    if sent is not None:
+        sent.append(prompt)
 
 
 _SPACES = re.compile(r"\s+")
@@ -184,23 +245,28 @@ def pick_best(task: str, samples: Sequence[Mapping[str, Any]], critic: Critic,
               exemplars: Sequence[str] = ()) -> tuple[int, Critique, list[Candidate]]:
     """The best of a round's samples, its full critique, and the others as candidates.
 
-    ``samples`` are ``{"draft", "model", "cut_from"}`` mappings. Ranked by the
+    ``samples`` are ``{"draft", "model", "cut_from", "episode"}`` mappings. Ranked by the
     checks (the LLM judges only the winner), or, for a rubric with no checks,
     judged all together; ties go to the earlier sample. Candidates come best
     first.
     """
     drafts = [str(s["draft"]) for s in samples]
+    episodes: list[Episode | None] = [s.get("episode") for s in samples]
     judged = not critic.rubric.check_features
-    verdicts = (critic.batch([(task, d) for d in drafts], exemplars=exemplars) if judged
-                else [critic.by_checks(task, d, exemplars) for d in drafts])
+    verdicts = (critic.batch([(task, d) for d in drafts], exemplars=exemplars,
+                             episodes=episodes) if judged
+                else [critic.by_checks(task, d, exemplars, episode=e)
+                      for d, e in zip(drafts, episodes, strict=True)])
     order = sorted(range(len(drafts)),
                    key=lambda i: (verdicts[i].passed, verdicts[i].score, -i), reverse=True)
     best = order[0]
     critique = verdicts[best] if judged else critic.critique(task, drafts[best],
-                                                             exemplars=exemplars)
+                                                             exemplars=exemplars,
+                                                             episode=episodes[best])
     others = [Candidate(draft=drafts[i], score=verdicts[i].score, passed=verdicts[i].passed,
                         features=dict(verdicts[i].values),
                         guards=dict(verdicts[i].evaluation.guards), judged=judged,
-                        model=samples[i].get("model"), cut_from=samples[i].get("cut_from"))
+                        model=samples[i].get("model"), cut_from=samples[i].get("cut_from"),
+                        episode=episodes[i])
               for i in order[1:]]
     return best, critique, others

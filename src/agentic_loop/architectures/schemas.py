@@ -44,8 +44,8 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
 from agentic_loop.trajectories import Round, Trajectory
 
-__all__ = ["CONTEXT_FIELDS", "MAX_RUN_ITERATIONS", "OUTPUT_FIELDS", "GraphState", "RunInput",
-           "RunOutput", "RunSettings", "output_fields"]
+__all__ = ["CONTEXT_FIELDS", "MAX_RUN_EPISODE_S", "MAX_RUN_ITERATIONS", "MAX_RUN_STEPS",
+           "OUTPUT_FIELDS", "GraphState", "RunInput", "RunOutput", "RunSettings", "output_fields"]
 
 #: The most drafts a run's context may ask for: a served graph takes settings from anyone
 #: who can reach the server, and each draft costs model calls.
@@ -53,7 +53,10 @@ MAX_RUN_ITERATIONS = 20
 
 #: The settings a run's context may carry (``Architecture.run`` takes them as keywords).
 CONTEXT_FIELDS = ("constraints", "target_score", "max_iterations", "samples_per_round",
-                  "temperature")
+                  "temperature", "max_steps", "episode_timeout_s")
+#: The most model calls a run's context may give an agent's episode, and the longest wall clock.
+MAX_RUN_STEPS = 100
+MAX_RUN_EPISODE_S = 3_600.0
 #: The result fields a run's output carries, as :class:`RunResult` names them.
 OUTPUT_FIELDS = ("output", "score", "passed", "features", "stop_reason", "iterations")
 
@@ -137,6 +140,12 @@ class RunSettings(BaseModel):
     temperature: float | list[float] | None = Field(
         default=None,
         description="Sampling temperature (>= 0), or one per round (the last repeats).")
+    max_steps: int | None = Field(
+        default=None, ge=1, le=MAX_RUN_STEPS,
+        description="An agent's episode ends after this many model calls (step_limit).")
+    episode_timeout_s: float | None = Field(
+        default=None, gt=0, le=MAX_RUN_EPISODE_S,
+        description="An agent's episode ends after this many seconds (time_limit).")
 
     @field_validator("temperature")
     @classmethod

@@ -60,7 +60,7 @@ class ArchitectureDefaults(Protocol):
     min_improvement: float
 
 __all__ = ["INPUT_FIELDS", "ResolvedSettings", "RubricCache", "RubricSource",
-           "UncheckedConstraintsWarning", "active_settings", "current_settings",
+           "UncheckedConstraintsWarning", "active_settings", "current_run_id", "current_settings",
            "resolve_settings", "run_metadata", "warn_unchecked_constraints"]
 
 #: The input fields a run records in its trajectory's run metadata.
@@ -121,6 +121,10 @@ class ResolvedSettings(BaseModel):
     temperature: float | list[float] | None = None
     own_temperature: bool = False
     run_metadata: dict[str, Any]
+    #: an agent's episode limits: model calls, wall-clock seconds (None: no limit). Defaults
+    #: for settings a checkpoint stored before they existed.
+    max_steps: int = 8
+    episode_timeout_s: float | None = None
 
     def temperature_at(self, iteration: int, own: Any = None) -> float | None:
         """The temperature of round ``iteration`` (``own``: the architecture's callable)."""
@@ -164,6 +168,9 @@ def resolve_settings(arch: ArchitectureDefaults, state: Mapping[str, Any], confi
         samples_per_round=int(pick("samples_per_round")),
         temperature=list(schedule) if isinstance(schedule, (list, tuple)) else schedule,
         own_temperature=own and (ctx is None or ctx.temperature is None),
+        max_steps=int(getattr(ctx, "max_steps", None) or getattr(arch, "max_steps", 8) or 8),
+        episode_timeout_s=(getattr(ctx, "episode_timeout_s", None)
+                           or getattr(arch, "episode_timeout_s", None)),
         run_metadata=run_metadata(configurable, {k: state[k] for k in INPUT_FIELDS
                                                  if state.get(k) is not None}))
 
@@ -230,21 +237,30 @@ class RubricCache:
 
 
 _active: ContextVar[ResolvedSettings | None] = ContextVar("agentic_loop_settings", default=None)
+_run_id: ContextVar[str | None] = ContextVar("agentic_loop_run_id", default=None)
 
 
 @contextmanager
-def active_settings(settings: ResolvedSettings) -> Iterator[ResolvedSettings]:
+def active_settings(settings: ResolvedSettings,
+                    run_id: str | None = None) -> Iterator[ResolvedSettings]:
     """Bind a run's settings (read from its state) for one node's model calls.
 
     ``LoopNodes._call`` samples with them (:func:`current_settings`), so a
     subclass node that only calls ``self._call(...)`` runs with the run's
-    sampling settings too.
+    sampling settings too; ``run_id`` names an agent's episode threads
+    (:func:`current_run_id`).
     """
-    token = _active.set(settings)
+    token, run = _active.set(settings), _run_id.set(run_id)
     try:
         yield settings
     finally:
+        _run_id.reset(run)
         _active.reset(token)
+
+
+def current_run_id() -> str | None:
+    """The run id :func:`active_settings` bound for the running node (None outside one)."""
+    return _run_id.get()
 
 
 def current_settings() -> ResolvedSettings | None:

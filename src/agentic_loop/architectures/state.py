@@ -24,8 +24,8 @@ the first time it reads one back.)
 Example:
     >>> add_usage({"llm_calls": 1, "input_tokens": 5}, {"llm_calls": 2})
     {'llm_calls': 3, 'input_tokens': 5}
-    >>> sorted(name for _, name in STATE_MODELS)
-    ['Candidate', 'DraftPrompt', 'Round', 'TokenUsage', 'Trajectory']
+    >>> print(*sorted(name for _, name in STATE_MODELS))
+    Candidate DraftPrompt Episode ModelStep Round TokenUsage ToolCall ToolStep Trajectory
     >>> start = fresh_run()
     >>> start["rounds"].value, start["final"], len(start["run_id"])
     ([], None, 32)
@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
+from agentic_loop.episodes import Episode, ModelStep, ToolCall, ToolStep
 from agentic_loop.prompt_format import DraftPrompt
 from agentic_loop.trajectories import Candidate, Round, TokenUsage, Trajectory
 
@@ -51,7 +52,8 @@ __all__ = ["STATE_MODELS", "LoopState", "add_usage", "allow_state_types", "fresh
 #: The pydantic models a checkpoint of the state holds, as (module, name).
 STATE_MODELS: frozenset[tuple[str, str]] = frozenset(
     (model.__module__, model.__name__)
-    for model in (Round, Trajectory, TokenUsage, DraftPrompt, Candidate))
+    for model in (Round, Trajectory, TokenUsage, DraftPrompt, Candidate, Episode, ModelStep,
+                  ToolStep, ToolCall))
 
 
 def allow_state_types(checkpointer: Any) -> Any:
@@ -87,7 +89,7 @@ def fresh_run() -> dict[str, Any]:
     return {
         "run_id": uuid.uuid4().hex, "started_at": time.time(), "exemplars": [],
         "reflections": [], "draft": "", "draft_prompt": None, "draft_cut_from": None,
-        "draft_model": None, "draft_samples": [],
+        "draft_model": None, "draft_samples": [], "draft_episode": None,
         "iteration": 0, "rounds": Overwrite([]), "usage": Overwrite({}),
         "errors": Overwrite([]), "stop_reason": None, "final": None, "archived": False,
         "trajectory_id": None, "trajectory": None, "settings": None,
@@ -147,6 +149,8 @@ class LoopState(TypedDict, total=False):
     #: the model that wrote ``draft``; all samples of a best-of-n call (empty for one)
     draft_model: str | None
     draft_samples: list[dict[str, Any]]
+    #: the agent's episode that wrote ``draft`` (None for a plain model's draft)
+    draft_episode: Episode | None
     iteration: int
     rounds: Annotated[list[Round], operator.add]
     usage: Annotated[dict[str, float], add_usage]

@@ -34,6 +34,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
+from agentic_loop.agents.recorder import was_refused
+
 __all__ = ["UsageCounter", "track_usage"]
 
 
@@ -49,9 +51,18 @@ class UsageCounter(BaseCallbackHandler):
         self._open: set[UUID] = set()
         self._since = 0.0
 
+    def _drop_refused(self) -> None:
+        """Forget calls an agent's episode refused at their start (its step or time limit):
+        they never ran, and no end will close them."""
+        with self._lock:
+            for run_id in [r for r in self._open if was_refused(r)]:
+                self._open.discard(run_id)
+                self.llm_calls -= 1
+
     @property
     def llm_seconds(self) -> float:
         """Wall seconds with at least one call in flight (a call still running counts so far)."""
+        self._drop_refused()
         with self._lock:
             running = time.perf_counter() - self._since if self._open else 0.0
             return self._busy_s + running
@@ -86,6 +97,7 @@ class UsageCounter(BaseCallbackHandler):
                         self.output_tokens += int(usage.get("output_tokens", 0))
 
     def as_dict(self) -> dict[str, float]:
+        self._drop_refused()
         return {"llm_calls": self.llm_calls, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "total_tokens": self.input_tokens + self.output_tokens,

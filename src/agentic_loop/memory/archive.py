@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.collection.layout import Namespace
 from agentic_loop.memory.collection.prune import PruneResult, choose_kept
@@ -102,6 +103,7 @@ class Archive(RecordCollection[ArchiveEntry]):
         metadata: Mapping[str, Any] | None = None,
         id: str | None = None,
         dedup: bool = True,
+        episode: Episode | Mapping[str, Any] | None = None,
     ) -> AddResult[ArchiveEntry]:
         """Store one accepted output durably (fsync'd before returning).
 
@@ -109,7 +111,9 @@ class Archive(RecordCollection[ArchiveEntry]):
         ``id`` names a stored entry (a new version, same ``created_at``); or
         ``"duplicate"`` when the output is within ``dedup_threshold`` of a
         stored output (``duplicate_of`` says which). ``dedup=False`` skips
-        that check for this call.
+        that check for this call. ``episode``: the agent episode that wrote
+        ``output`` (an :class:`~agentic_loop.episodes.Episode` or its JSON), kept
+        with it and shown to later runs as a few-shot episode.
         """
         fields: dict[str, Any] = {
             "task": task,
@@ -121,6 +125,8 @@ class Archive(RecordCollection[ArchiveEntry]):
             "trajectory_id": trajectory_id,
             "metadata": dict(metadata or {}),
         }
+        if episode is not None:
+            fields["episode"] = episode
         if id is not None:
             fields["id"] = id
         return self.add_many([fields], dedup=dedup)[0]

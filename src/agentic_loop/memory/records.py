@@ -2,7 +2,9 @@
 
 Every record has an ``id``, timestamps and free ``metadata``, plus the text
 it is retrieved by (``task``). An :class:`ArchiveEntry` is an accepted
-output with its score and features; a :class:`ReflectionEntry` is a verbal
+output with its score and features (and, when an agent wrote it, its
+:class:`~agentic_loop.episodes.Episode`: the tool calls and results that led
+to it, shown to later runs as a few-shot episode); a :class:`ReflectionEntry` is a verbal
 lesson drawn from a failed attempt. Records are immutable: a change is a
 new version with the same ``id`` (see ``Archive.add(..., id=...)``).
 
@@ -11,6 +13,8 @@ Example:
     ...                      score=8.5, features={"word_count": 5})
     >>> entry.search_text(), entry.dedup_text()
     ('Tagline for a bookstore', 'Stories wait on every shelf.')
+    >>> "episode" in entry.model_dump()   # a plain model's output: stored as before
+    False
     >>> ArchiveEntry(task="t", output="\x1b[2J\x1b[31mcleared screen\x1b[0m").output  # stored clean
     'cleared screen'
     >>> ArchiveEntry(task="  ", output="x")            # doctest: +ELLIPSIS
@@ -35,12 +39,15 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SerializerFunctionWrapHandler,
     Tag,
     field_validator,
+    model_serializer,
 )
 
 from agentic_loop.clean_text import clean_text
 from agentic_loop.clock import utc_now
+from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError
 
 __all__ = [
@@ -132,6 +139,18 @@ class ArchiveEntry(MemoryRecord):
     iterations: Annotated[int, Field(ge=0)] | None = None
     model_id: str | None = None
     trajectory_id: str | None = None
+    #: the agent's episode that wrote ``output`` (tool calls and results in order); ``None`` for
+    #: a plain model's output and for entries archived before episodes were kept
+    episode: Episode | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_missing_episode(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A plain model's entry is written byte for byte as before episodes existed, so a log
+        # line (or a store value) of such an entry still reads in an older version.
+        data: dict[str, Any] = handler(self)
+        if self.episode is None:
+            data.pop("episode", None)
+        return data
 
 
 class ReflectionEntry(MemoryRecord):
