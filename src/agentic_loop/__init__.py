@@ -7,7 +7,8 @@ time, the logged trajectories are filtered, turned into SFT and preference
 data, distilled into the weights, gated against a golden set and served back.
 
 Both loops' main verbs are here: ``run`` an architecture
-(:func:`create_architecture`), :func:`export_datasets`, :func:`train`,
+(:func:`create_architecture`; its generator may be a chat model, a chat model with
+``tools=``, or any LangGraph agent), :func:`export_datasets`, :func:`train`,
 :func:`evaluate_models` and :func:`gate`, the :class:`Registry`, and
 :func:`improve` (rounds of all of it). Names are imported lazily, so
 ``import agentic_loop`` (and the CLI's ``--help``) stays fast and loads
@@ -51,6 +52,11 @@ _EXPORTS: dict[str, str] = {
         "create_reflection_graph", "create_archive_refine_graph",
         "create_reflexion_graph", "create_architecture")},
     **{name: "agentic_loop.trajectories" for name in ("Trajectory", "TrajectoryLog")},
+    # agents: an episode's record, our tool loop, and ready tools
+    "Episode": "agentic_loop.episodes",
+    **{name: "agentic_loop.agents" for name in ("as_agent", "tool_agent")},
+    **{name: "agentic_loop.tools" for name in (
+        "calculator", "python_tool", "lookup_tool", "safe_tool")},
     **{name: "agentic_loop.distill.data.reward" for name in ("composite_reward", "RewardWeights")},
     **{name: "agentic_loop.distill" for name in (
         "export_datasets", "PiiGate", "ExportReport", "ExportError", "EmptyExportError",

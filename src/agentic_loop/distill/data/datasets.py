@@ -103,8 +103,25 @@ class Message(BaseModel):
 
 
 def _messages(sample: Sample) -> list[Message]:
-    """A sample's prompt as messages (system, user)."""
-    return [Message(role=m["role"], content=m["content"]) for m in sample.messages]
+    """A sample's prompt as messages (system, user, assistant shots).
+
+    A few-shot *episode* in the prompt (an exemplar shown with its tool calls) keeps its
+    task and its accepted answer: its tool turns, and the assistant turns that called
+    them, are left out, since these rows hold no tool messages.
+
+    >>> from agentic_loop.distill.data.samples import Sample
+    >>> s = Sample(prompt="q", response="a", reward=1.0, source="final", trajectory_id="t",
+    ...            iteration=0, model_id="m", chat=(
+    ...     ("user", "shot"), ("assistant", ""), ("tool", "2491"), ("assistant", "2491"),
+    ...     ("user", "q")))
+    >>> [m.role for m in _messages(s)]
+    ['user', 'assistant', 'user']
+    """
+    turns = list(sample.messages)
+    return [Message(role=m["role"], content=m["content"]) for i, m in enumerate(turns)
+            if m["role"] != "tool"
+            and not (m["role"] == "assistant" and i + 1 < len(turns)
+                     and turns[i + 1]["role"] == "tool")]
 
 
 class SftMeta(BaseModel):

@@ -42,7 +42,12 @@ from dataclasses import dataclass
 from agentic_loop.distill.data.pii.gate import PiiGate, PiiReport, Redaction
 from agentic_loop.distill.data.pii.secrets import SecretScanner
 from agentic_loop.distill.data.pii.spans import replace_values, replace_words
-from agentic_loop.distill.data.samples import prompt_texts, redacted_prompts
+from agentic_loop.distill.data.samples import (
+    prompt_texts,
+    redacted_episodes,
+    redacted_prompts,
+    run_episode_texts,
+)
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["PROPAGATION", "RedactedRuns", "email_name_parts", "redact_runs", "run_texts"]
@@ -71,12 +76,14 @@ class RedactedRuns:
 
 def run_texts(run: Trajectory) -> list[tuple[str, str]]:
     """Every ``(field, text)`` of ``run`` that can reach a dataset: task, drafts, best-of-n
-    alternatives, the parts of its fresh-draft prompts
-    (:func:`~agentic_loop.distill.data.samples.prompt_texts`), final."""
+    alternatives, the parts of its fresh-draft prompts and their few-shot episodes
+    (:func:`~agentic_loop.distill.data.samples.prompt_texts`), its agents' episodes (model
+    texts, tool arguments, results and errors:
+    :func:`~agentic_loop.distill.data.samples.run_episode_texts`), final."""
     drafts = [(f"rounds[{i}].draft", r.draft) for i, r in enumerate(run.rounds)]
     others = [(f"rounds[{i}].alternatives[{j}].draft", c.draft)
               for i, r in enumerate(run.rounds) for j, c in enumerate(r.alternatives)]
-    texts = [("task", run.task), *drafts, *others, *prompt_texts(run)]
+    texts = [("task", run.task), *drafts, *others, *prompt_texts(run), *run_episode_texts(run)]
     if run.final_output is not None:
         texts.append(("final_output", run.final_output))
     return texts
@@ -176,13 +183,17 @@ def _rebuild(run: Trajectory, texts: list[str]) -> Trajectory:
     others = [[c.model_copy(update={"draft": next(remaining),
                                     "guards": dict.fromkeys(c.guards, "")})
                for c in r.alternatives] for r in run.rounds]
-    prompts = redacted_prompts(run.rounds, list(remaining))
+    prompts = redacted_prompts(run.rounds, remaining)
+    with_episodes = redacted_episodes(run.rounds, remaining)
     rounds = [
         r.model_copy(update={"draft": d, "critique": None, "feedback": None, "prompt": p,
-                             "alternatives": a,
+                             "episode": e.episode, "alternatives": [c.model_copy(update={
+                                 "episode": ce.episode}) for c, ce in zip(a, e.alternatives,
+                                                                          strict=True)],
                              # the flags are counted by the export; the reasons quote the draft
                              "guards": dict.fromkeys(r.guards, "")})
-        for r, d, a, p in zip(run.rounds, drafts, others, prompts, strict=True)
+        for r, d, a, p, e in zip(run.rounds, drafts, others, prompts, with_episodes,
+                                 strict=True)
     ]
     task = texts[0]
     final = texts[-1] if run.final_output is not None else None

@@ -27,9 +27,11 @@ first draft exactly so. It is the run's recorded fresh-draft prompt
 (exemplars, whether a text block or few-shot turns, and lessons): a model trained
 on answers written with exemplars in view must learn to write them from the
 plain task, which is what it will be asked. ``include_exemplars`` keeps them as
-they were sent; a run logged before prompts were recorded gets it rebuilt from its task
-and rubric (:func:`with_fresh_prompt`). Drafts cut at the output limit are
-not what the model wrote and give no sample.
+they were sent (a few-shot episode's tool calls and results too); a run logged before
+prompts were recorded gets it rebuilt from its task and rubric (:func:`with_fresh_prompt`).
+The PII gate sees every text of those prompts (:func:`prompt_texts`) and of the run's agent
+episodes (:func:`run_episode_texts`; no row is built from a round's episode yet). Drafts cut
+at the output limit are not what the model wrote and give no sample.
 
 Example:
     >>> from agentic_loop.trajectories import Round, Trajectory
@@ -50,11 +52,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentic_loop.distill.data.reward import composite_reward
 from agentic_loop.distill.data.verdicts import SampleJudge, saved_rubric
+from agentic_loop.episodes import Episode, ModelStep
 from agentic_loop.errors import ConfigError
 from agentic_loop.prompt_format import DraftPrompt, fresh_draft_prompt, rubric_requirements
 from agentic_loop.trajectories import Round, Trajectory
@@ -64,12 +68,16 @@ __all__ = [
     "RewardKind",
     "Sample",
     "SampleSource",
+    "episode_texts",
     "fresh_prompt",
     "invalid_scores",
     "prompt_texts",
+    "redacted_episodes",
     "redacted_prompts",
+    "run_episode_texts",
     "task_key",
     "trajectory_samples",
+    "with_episode_texts",
     "with_fresh_prompt",
 ]
 
@@ -176,18 +184,21 @@ def with_fresh_prompt(trajectory: Trajectory) -> Trajectory:
 
 
 def prompt_texts(trajectory: Trajectory) -> list[tuple[str, str]]:
-    """Every ``(field, text)`` of the run's fresh-draft prompts that can reach a dataset.
+    """Every ``(field, text)`` of the run's fresh-draft prompts that can reach a dataset: their
+    parts, then the texts of their few-shot episodes (:meth:`DraftPrompt.step_texts`: tool
+    results and string arguments an archived agent's episode showed).
 
     The PII gate anonymizes them with the run's other texts;
     :func:`redacted_prompts` puts the results back, in this order.
     """
     return [(f"rounds[{i}].prompt.{name}", text)
             for i, r in enumerate(trajectory.rounds) if r.prompt is not None and _is_fresh(r.prompt)
-            for name, text in r.prompt.parts.items()]
+            for name, text in [*r.prompt.parts.items(), *r.prompt.step_texts()]]
 
 
-def redacted_prompts(rounds: list[Round], texts: list[str]) -> list[DraftPrompt | None]:
-    """Each round's prompt with its parts replaced by ``texts`` (from :func:`prompt_texts`).
+def redacted_prompts(rounds: list[Round], texts: Iterable[str]) -> list[DraftPrompt | None]:
+    """Each round's prompt with its parts and few-shot step texts replaced by ``texts`` (from
+    :func:`prompt_texts`; an iterator is consumed only as far as the prompts need).
 
     Prompts that never reach a dataset (refine and custom ones) are blanked.
     """
@@ -198,8 +209,116 @@ def redacted_prompts(rounds: list[Round], texts: list[str]) -> list[DraftPrompt 
             prompts.append(None)
             continue
         parts = {name: next(remaining) for name in r.prompt.parts}
-        prompts.append(r.prompt.model_copy(update={"parts": parts}))
+        prompt = r.prompt.model_copy(update={"parts": parts})
+        if steps := len(r.prompt.step_texts()):
+            prompt = prompt.with_step_texts([next(remaining) for _ in range(steps)])
+        prompts.append(prompt)
     return prompts
+
+
+def _map_strings(value: Any, where: str, swap: Callable[[str, str], str]) -> Any:
+    """``value`` (tool arguments: JSON-like) with every non-empty string passed through ``swap``."""
+    if isinstance(value, str):
+        return swap(where, value) if value else value
+    if isinstance(value, dict):
+        return {k: _map_strings(v, f"{where}.{k}", swap) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_map_strings(v, f"{where}[{i}]", swap) for i, v in enumerate(value)]
+    return value
+
+
+def _map_episode(episode: Episode, swap: Callable[[str, str], str], where: str) -> Episode:
+    """``episode`` with each text :func:`episode_texts` lists passed through ``swap(field,
+    text)``, in that order: one walk for listing and for putting back, so they cannot drift."""
+    def text(field: str, value: str | None) -> str | None:
+        return swap(field, value) if value else value
+
+    steps: list[Any] = []
+    for i, step in enumerate(episode.steps):
+        at = f"{where}.steps[{i}]"
+        if isinstance(step, ModelStep):
+            steps.append(step.model_copy(update={
+                "text": text(f"{at}.text", step.text),
+                "tool_calls": [c.model_copy(update={"args": _map_strings(
+                    c.args, f"{at}.tool_calls[{j}].{c.name}", swap)})
+                    for j, c in enumerate(step.tool_calls)]}))
+        else:
+            steps.append(step.model_copy(update={
+                "args": _map_strings(step.args, f"{at}.{step.name}", swap),
+                "content": text(f"{at}.content", step.content),
+                "error": text(f"{at}.error", step.error)}))
+    return episode.model_copy(update={"steps": steps,
+                                      "final": text(f"{where}.final", episode.final),
+                                      "error": text(f"{where}.error", episode.error)})
+
+
+def episode_texts(episode: Episode, where: str = "episode") -> list[tuple[str, str]]:
+    """Every ``(field, text)`` an agent's episode holds: the model's texts, string tool
+    arguments (nested ones too, in the call and in its result's step), tool results and
+    errors, the final answer and the error it stopped on. What a PII gate or an erasure must
+    see of an episode; :func:`with_episode_texts` puts changed texts back, in this order.
+    (Its ``system`` prompt, the package's and the tools' own words, is not listed.)
+
+    >>> from agentic_loop.episodes import ToolCall, ToolStep
+    >>> ep = Episode(steps=[ModelStep(tool_calls=[ToolCall(name="mail", args={"to": "a@b.io"})]),
+    ...                     ToolStep(name="mail", args={"to": "a@b.io"}, content="sent"),
+    ...                     ModelStep(text="Done.")], final="Done.")
+    >>> episode_texts(ep)  # doctest: +NORMALIZE_WHITESPACE
+    [('episode.steps[0].tool_calls[0].mail.to', 'a@b.io'), ('episode.steps[1].mail.to', 'a@b.io'),
+     ('episode.steps[1].content', 'sent'), ('episode.steps[2].text', 'Done.'),
+     ('episode.final', 'Done.')]
+    >>> with_episode_texts(ep, ["<E>", "<E>", "sent", "Done.", "Done."]).steps[1].args
+    {'to': '<E>'}
+    """
+    found: list[tuple[str, str]] = []
+
+    def keep(field: str, text: str) -> str:
+        found.append((field, text))
+        return text
+
+    _map_episode(episode, keep, where)
+    return found
+
+
+def with_episode_texts(episode: Episode, texts: Iterable[str]) -> Episode:
+    """A copy of ``episode`` with the texts :func:`episode_texts` lists replaced by ``texts``,
+    in order (an iterator is consumed only as far as this episode needs)."""
+    remaining = iter(texts)
+    return _map_episode(episode, lambda _field, _text: next(remaining), "episode")
+
+
+def run_episode_texts(trajectory: Trajectory) -> list[tuple[str, str]]:
+    """Every ``(field, text)`` of the run's episodes (each round's, then its best-of-n
+    samples'), for the PII gate beside the drafts; :func:`redacted_episodes` puts them back.
+
+    No dataset row is built from an episode yet, but the gate's copy of a run must not keep a
+    tool's secret that a later reader (training on episodes) would find.
+    """
+    found: list[tuple[str, str]] = []
+    for i, r in enumerate(trajectory.rounds):
+        if r.episode is not None:
+            found += episode_texts(r.episode, f"rounds[{i}].episode")
+        for j, c in enumerate(r.alternatives):
+            if c.episode is not None:
+                found += episode_texts(c.episode, f"rounds[{i}].alternatives[{j}].episode")
+    return found
+
+
+def redacted_episodes(rounds: list[Round], texts: Iterable[str]) -> list[Round]:
+    """``rounds`` with their episodes' texts replaced by ``texts`` (from
+    :func:`run_episode_texts`, in order) and the episodes' system prompts left out (no
+    dataset reads them)."""
+    remaining = iter(texts)
+
+    def redacted(episode: Episode | None) -> Episode | None:
+        if episode is None:
+            return None
+        return with_episode_texts(episode, remaining).model_copy(update={"system": None})
+
+    return [r.model_copy(update={
+        "episode": redacted(r.episode),
+        "alternatives": [c.model_copy(update={"episode": redacted(c.episode)})
+                         for c in r.alternatives]}) for r in rounds]
 
 
 def _chat(prompt: DraftPrompt, include_exemplars: bool) -> tuple[tuple[str, str], ...]:
@@ -254,8 +373,8 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
     def make(text: str, score: float, iteration: int | None, is_final: bool,
              sent: DraftPrompt | None = None, source: SampleSource = "round", *,
              passed: bool | None = None, guards: dict[str, str] | None = None,
-             features: dict[str, Any] | None = None) -> Sample:
-        verdict = judge.verdict(text, passed, guards or {}, features or {})
+             features: dict[str, Any] | None = None, episode: Episode | None = None) -> Sample:
+        verdict = judge.verdict(text, passed, guards or {}, features or {}, episode)
         if reward == "rubric":
             value = composite_reward(score)
         elif is_final:
@@ -286,9 +405,10 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
             is_final = i == final_round
             passed = r.passed if r.passed is not None or not is_final else accepted
             samples.append(make(r.draft, r.score, r.iteration, is_final, sent, passed=passed,
-                                guards=r.guards, features=r.features))
+                                guards=r.guards, features=r.features, episode=r.episode))
         samples += [make(c.draft, c.score, r.iteration, False, sent, "alternative",
-                         passed=c.passed, guards=c.guards, features=c.features)
+                         passed=c.passed, guards=c.guards, features=c.features,
+                         episode=c.episode)
                     for c in r.alternatives
                     if c.score is not None and c.draft.strip() and c.cut_from is None
                     and (c.judged or exact)]

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentic_loop.episodes import Episode, judging_episode
 from agentic_loop.errors import AgenticLoopError
 from agentic_loop.judges.guards import GUARD_NAMES, inspect_output
 from agentic_loop.trajectories import Trajectory
@@ -99,17 +100,23 @@ class SampleJudge:
         self.rubric = saved_rubric(trajectory)
 
     def verdict(self, text: str, passed: bool | None, guards: Mapping[str, str],
-                features: Mapping[str, Any]) -> Verdict:
-        """The verdict on ``text``, given what the run recorded of it."""
+                features: Mapping[str, Any], episode: Episode | None = None) -> Verdict:
+        """The verdict on ``text``, given what the run recorded of it.
+
+        ``episode``: the agent's episode behind ``text`` (``Round.episode``), so a
+        re-check or guard that reads the episode (a tool that had to run, a claimed
+        tool result) judges what the agent did, as the run's critic did.
+        """
         values = dict(features)
-        if passed is None:
-            passed, values = self._recheck(text, values)
         inspect = self.rubric.inspect if self.rubric is not None else (
             lambda task, output: inspect_output(task, output))
-        try:
-            found = inspect(self.task, text).flags
-        except Exception:  # noqa: BLE001 - a guard that fails leaves the recorded flags
-            found = []
+        with judging_episode(episode):
+            if passed is None:
+                passed, values = self._recheck(text, values)
+            try:
+                found = inspect(self.task, text).flags
+            except Exception:  # noqa: BLE001 - a guard that fails leaves the recorded flags
+                found = []
         return Verdict(passed, ordered_flags([*guards, *found]), self._verifier(values))
 
     def _recheck(self, text: str, values: dict[str, Any]) -> tuple[bool | None, dict[str, Any]]:

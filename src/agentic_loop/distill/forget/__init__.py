@@ -3,7 +3,8 @@
 :func:`forget_user` and :func:`enforce_retention` follow a user's data from
 the trajectory logs (with feedback and consent records) to the archive
 entries and reflections made from those runs, their copies in other runs'
-prompts, the dataset rows built from any of them, and the registered models
+prompts (few-shot agent episodes included) and in the episodes of the agents
+shown them, the dataset rows built from any of them, and the registered models
 trained on those rows (marked in the registry's audit log), and every
 place a writer recorded as holding user text (:mod:`agentic_loop.text_places`:
 exports anywhere, shadow router logs, Postgres memory stores); a known

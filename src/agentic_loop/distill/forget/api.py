@@ -70,12 +70,12 @@ from agentic_loop.clock import utc_now, utc_stamp
 from agentic_loop.distill.forget.exports import ExportErasure, erase_rows, export_dirs
 from agentic_loop.distill.forget.files import parse_age
 from agentic_loop.distill.forget.logs import erase_runs, scrub_runs, trajectory_files
-from agentic_loop.distill.forget.memories import erase_memory
+from agentic_loop.distill.forget.memories import erase_memory, scrub_entries
 from agentic_loop.distill.forget.models import card_data_dirs, mark_models
 from agentic_loop.distill.forget.recorded import PlaceResult, erase_logs, recorded_places
 from agentic_loop.distill.forget.report import ErasureAudit, ForgetReport
 from agentic_loop.distill.forget.selection import Selection
-from agentic_loop.distill.forget.stores import erase_stores, open_stores
+from agentic_loop.distill.forget.stores import erase_stores, open_stores, scrub_store_entries
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import TextEmbedder, read_collections
@@ -215,18 +215,25 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
         erasures = rows(runs.ids, mem.erased, dry=True)
         models = mark_models(regs, erasures, earliest=runs.earliest,
                              reason=f"erasure ({selection.kind})", dry_run=dry_run)
-        scrubbed = scrub_runs(runs.files, mem.erased, dry_run=True)
+        shown: set[str] = set()  # runs shown an erased record: their entries' episodes next
+        scrubbed = scrub_runs(runs.files, mem.erased, dry_run=True, shown=shown)
+        entries = scrub_entries(mem_roots, mem.erased, runs=shown - runs.ids, embedder=embedder,
+                                dry_run=True)
+        items = scrub_store_entries(opened, mem.erased, runs=shown - runs.ids, dry_run=True)
         places = logs(dry=True)
         if not dry_run:
             # 2. downstream first: if a step fails, the sources that lead to what is left
             # remain, so running the erasure again finds it
             erasures = rows(runs.ids, mem.erased, dry=False)
             places = logs(dry=False)
-            scrubbed = scrub_runs(runs.files, mem.erased)
+            scrubbed = scrub_runs(runs.files, mem.erased, shown=shown)
             planned = runs.ids
             held = erase_stores(opened, selection, run_ids=planned)
             mem = erase_memory(mem_roots, selection, run_ids=planned, embedder=embedder)
             mem.erased.update(held.erased)
+            entries = scrub_entries(mem_roots, mem.erased, runs=shown - planned,
+                                    embedder=embedder)
+            items = scrub_store_entries(opened, mem.erased, runs=shown - planned)
             runs = erase_runs(traj, selection)
             if runs.ids - planned:  # runs of the user logged since the plan: follow them too
                 more = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder)
@@ -234,10 +241,15 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
                 more.erased.update(more_held.erased)
                 held.merge(more_held)
                 mem.merge(more)
-                scrubbed += scrub_runs(runs.files, more.erased)
+                scrubbed += scrub_runs(runs.files, more.erased, shown=shown)
+                entries.merge(scrub_entries(mem_roots, more.erased, runs=shown - runs.ids,
+                                            embedder=embedder))
+                items.merge(scrub_store_entries(opened, more.erased, runs=shown - runs.ids))
                 erasures += rows(runs.ids - planned, more.erased, dry=False)
                 places = _merge(places, logs(dry=False))
         store_labels = [s.label for s in opened]
+    mem.merge(entries)
+    held.merge(items)
     stores_used = {"trajectories": [str(p) for p in runs.files],
                    "memory": [str(p) for p in mem.collections],
                    "exports": [str(p) for p in folders], "registries": [str(p) for p in regs],

@@ -43,7 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.forget.files import leftover_files, parse_time, scrub_lines
-from agentic_loop.distill.forget.references import scrub_references
+from agentic_loop.distill.forget.references import (
+    episode_copies,
+    referenced_ids,
+    scrub_references,
+)
 from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.jsonl_log import JsonlLog, LogCorruptionWarning
 from agentic_loop.trajectories import TrajectoryLog, trajectory_files
@@ -58,7 +62,7 @@ class RunErasure:
     """What was (or, in a dry run, would be) erased from the trajectory logs.
 
     ``ids`` are the erased runs (the stores derived from them follow);
-    ``texts`` their task and final output (copies that name no run, such
+    ``texts`` their task, final output and episode texts (copies that name no run, such
     as a task pool, are found by them; never written anywhere); ``known``
     every run id the logs held before; ``earliest`` the time of the oldest
     erased run (a model trained before it cannot hold them); ``per_file``
@@ -193,17 +197,27 @@ def _count(result: RunErasure, file: Path, removed: int) -> None:
 
 
 def _run_texts(run: Record) -> tuple[str, ...]:
-    return tuple(t for t in (run.get("task"), run.get("final_output")) if isinstance(t, str))
+    """An erased run's task and final output, and its agents' episode texts (tool arguments
+    and results a copy elsewhere may hold)."""
+    holders = [h for rnd in run.get("rounds") or [] if isinstance(rnd, dict)
+               for h in [rnd, *(rnd.get("alternatives") or [])] if isinstance(h, dict)]
+    return (*(t for t in (run.get("task"), run.get("final_output")) if isinstance(t, str)),
+            *dict.fromkeys(t for h in holders if isinstance(h.get("episode"), dict)
+                           for t in episode_copies(h["episode"])))
 
 
 def scrub_runs(files: Sequence[Path], erased: Mapping[str, tuple[str, ...]], *,
-               dry_run: bool = False) -> int:
+               dry_run: bool = False, shown: set[str] | None = None) -> int:
     """Erase the texts of erased memory records from the runs that were shown them
-    (:mod:`.references`); return how many runs were (or would be) rewritten."""
+    (:mod:`.references`); return how many runs were (or would be) rewritten. The ids of
+    the runs shown an erased record join ``shown`` (their archive entries' episodes may
+    copy it: :func:`~.memories.scrub_entries`)."""
     changed = 0
 
     def edit(record: Record) -> bool:
         nonlocal changed
+        if shown is not None and not referenced_ids(record).isdisjoint(erased):
+            shown.add(str(record.get("id")))
         hit = scrub_references(record, erased)
         changed += hit
         return hit

@@ -13,7 +13,10 @@ something to erase are opened (opening needs the embedder that built them).
 
 A record goes when it came from an erased run (``trajectory_id``, or
 ``run_id``/``trajectory_id`` in its metadata), or when the selection takes
-it by its own ``metadata["user_id_hash"]`` and ``created_at``.
+it by its own ``metadata["user_id_hash"]`` and ``created_at``. An entry
+that stays but was made by a run shown an erased record (as a few-shot
+episode) gets a new version whose episode has lost the erased texts
+(:func:`scrub_entries`): its agent may have called a tool with them.
 
 Example:
     >>> import tempfile
@@ -41,7 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.forget.files import leftover_files, scrub_lines
+from agentic_loop.distill.forget.references import episode_copies, scrub_episode
 from agentic_loop.distill.forget.selection import Selection
+from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import (
@@ -58,7 +63,7 @@ from agentic_loop.memory.collection.meta import read_meta
 from agentic_loop.memory.embeddings import DEFAULT_MODEL_NAME
 from agentic_loop.memory.records import MemoryRecord
 
-__all__ = ["MemoryErasure", "erase_memory"]
+__all__ = ["MemoryErasure", "erase_memory", "scrub_entries"]
 
 _HASHING = re.compile(r"hashing-v1-(\d+)")
 _KINDS: dict[str, type[Archive] | type[ReflexionMemory]] = {
@@ -69,10 +74,11 @@ _KINDS: dict[str, type[Archive] | type[ReflexionMemory]] = {
 class MemoryErasure:
     """What was (or would be) erased from memory collections.
 
-    ``erased`` maps each erased record's id to its texts (task, output or
-    reflection): other runs that were shown the record are scrubbed of them,
+    ``erased`` maps each erased record's id to its texts (task, output and
+    its episode's texts, or reflection): other runs that were shown the record are scrubbed of them,
     and dataset rows holding them are dropped. Never written anywhere.
-    ``per_collection``: records and leftover lines removed per collection folder.
+    ``per_collection``: records and leftover lines removed per collection folder;
+    ``scrubbed``: other archive entries per folder whose episodes lost an erased text.
     """
 
     collections: list[Path] = field(default_factory=list)
@@ -81,10 +87,13 @@ class MemoryErasure:
     reflections: int = 0
     leftover_lines: int = 0
     erased: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    scrubbed: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: MemoryErasure) -> None:
         """Add what a later pass erased."""
         self.collections += [c for c in other.collections if c not in self.collections]
+        for folder, count in other.scrubbed.items():
+            self.scrubbed[folder] = self.scrubbed.get(folder, 0) + count
         self.archive_entries += other.archive_entries
         self.reflections += other.reflections
         self.leftover_lines += other.leftover_lines
@@ -105,8 +114,11 @@ def _origins(record: MemoryRecord) -> set[str]:
 
 
 def _texts(record: MemoryRecord) -> tuple[str, ...]:
-    names = ("task", "output") if isinstance(record, ArchiveEntry) else ("task", "reflection")
-    return tuple(str(getattr(record, n)) for n in names)
+    """An erased record's texts: task and output (with its agent episode's texts, as few-shot
+    episodes and transcripts copy them), or task and reflection."""
+    if isinstance(record, ArchiveEntry):
+        return (record.task, record.output, *episode_copies(record.episode))
+    return (str(getattr(record, "task")), str(getattr(record, "reflection")))
 
 
 def embedder_for(folder: Path, given: TextEmbedder | None) -> TextEmbedder:
@@ -188,3 +200,48 @@ def _erase_collection(root: Path, namespace: tuple[str, ...], records: list[Any]
             lines = scrub_lines(extra, lambda line: selection.takes_line(line, ids, fallback))
             result.leftover_lines += lines
             result.per_collection[str(folder)] += lines
+
+
+def _scrubbed_episode(entry: ArchiveEntry, texts: set[str]) -> Episode | None:
+    """``entry``'s episode without the erased ``texts``, or ``None`` when it holds none."""
+    if entry.episode is None:
+        return None
+    before = entry.episode.model_dump(mode="json")
+    after = scrub_episode(before, texts)
+    return None if after == before else Episode.model_validate(after)
+
+
+def scrub_entries(roots: Sequence[str | os.PathLike[str]],
+                  erased: dict[str, tuple[str, ...]], *, runs: set[str],
+                  embedder: TextEmbedder | None = None, dry_run: bool = False) -> MemoryErasure:
+    """Erase the texts of erased records from the episodes of the archive entries that runs
+    shown them (``runs``) made: an agent shown a few-shot episode may have called a tool with
+    its arguments, and its own entry would show them to every later run. Each such entry gets
+    a new version without them (same id and time), and the log is compacted."""
+    result = MemoryErasure()
+    texts = {t for group in erased.values() for t in group if t}
+    if not texts or not runs:
+        return result
+    for raw in roots:
+        root = Path(raw).expanduser()
+        if not root.is_dir():
+            continue
+        for snap in read_collections(root, kind="archive"):
+            edits = [(r, ep) for r in snap.records if not runs.isdisjoint(_origins(r))
+                     and (ep := _scrubbed_episode(r, texts)) is not None]
+            if not edits:
+                continue
+            folder = namespace_dir(root, snap.namespace)
+            result.scrubbed[str(folder)] = len(edits)
+            opener = embedder_for(folder, embedder)  # refuses in the plan (a dry run) too
+            if dry_run:
+                continue
+            with Archive(root, namespace=snap.namespace or None, embedder=opener,
+                         show_progress=False) as archive:
+                for r, episode in edits:
+                    archive.add(r.task, r.output, score=r.score, features=r.features,
+                                iterations=r.iterations, model_id=r.model_id,
+                                trajectory_id=r.trajectory_id, metadata=r.metadata, id=r.id,
+                                dedup=False, episode=episode)
+                archive.prune()  # the earlier versions go with their copies
+    return result

@@ -156,10 +156,14 @@ class ForgetReport(BaseModel):
                                  + sum(e.leftover_lines for e in exports))
         found = [PlaceResult(kind="trajectories", path=f, what="trajectory log", removed=n)
                  for f, n in runs.per_file.items() if n]
-        found += [PlaceResult(kind="memory", path=f, what="memory collection", removed=n)
-                  for f, n in memory.per_collection.items() if n]
-        found += [PlaceResult(kind="store", path=s, what="memory store", removed=n)
-                  for s, n in held.per_store.items()]
+        found += [PlaceResult(kind="memory", path=f, what="memory collection",
+                              removed=memory.per_collection.get(f, 0),
+                              scrubbed=memory.scrubbed.get(f, 0))
+                  for f in dict.fromkeys([*memory.per_collection, *memory.scrubbed])
+                  if memory.per_collection.get(f) or memory.scrubbed.get(f)]
+        found += [PlaceResult(kind="store", path=s, what="memory store",
+                              removed=held.per_store.get(s, 0), scrubbed=held.scrubbed.get(s, 0))
+                  for s in dict.fromkeys([*held.per_store, *held.scrubbed])]
         found += [PlaceResult(kind="export", path=str(e.dir), what="dataset export",
                               removed=e.rows_removed + e.leftover_lines) for e in exports]
         found += [p for p in places if (p.removed or p.scrubbed) and not p.problem]

@@ -34,17 +34,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langgraph.store.base import BaseStore, PutOp, SearchItem
 
 from agentic_loop.distill.forget.recorded import PlaceResult
+from agentic_loop.distill.forget.references import episode_copies, scrub_episode
 from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.memory.store.policy import META_PREFIX
 from agentic_loop.text_places import store_location
 
-__all__ = ["OpenedStore", "StoreErasure", "erase_stores", "open_stores"]
+__all__ = ["OpenedStore", "StoreErasure", "erase_stores", "open_stores", "scrub_store_entries"]
 
 _PAGE = 500
 _TEXT_FIELDS = ("task", "output", "reflection")
@@ -65,11 +67,15 @@ class StoreErasure:
     records: int = 0
     per_store: dict[str, int] = field(default_factory=dict)
     erased: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: other archive items per store whose episodes lost an erased text
+    scrubbed: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: StoreErasure) -> None:
         """Add what a later pass erased."""
         self.records += other.records
         self.erased.update(other.erased)
+        for label, count in other.scrubbed.items():
+            self.scrubbed[label] = self.scrubbed.get(label, 0) + count
         for label, count in other.per_store.items():
             self.per_store[label] = self.per_store.get(label, 0) + count
 
@@ -161,12 +167,16 @@ def _items(store: BaseStore, namespace: tuple[str, ...]) -> list[SearchItem]:
             return [i for i in items if tuple(i.namespace) == namespace]
 
 
-def _takes(item: SearchItem, selection: Selection, run_ids: set[str]) -> bool:
-    value = item.value if isinstance(item.value, dict) else {}
+def _origins(value: dict[str, Any]) -> set[str]:
     meta = value.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    origins = {value.get("trajectory_id"), meta.get("run_id"), meta.get("trajectory_id")}
-    if not run_ids.isdisjoint(str(o) for o in origins if o):
+    found = {value.get("trajectory_id"), meta.get("run_id"), meta.get("trajectory_id")}
+    return {str(o) for o in found if o}
+
+
+def _takes(item: SearchItem, selection: Selection, run_ids: set[str]) -> bool:
+    value = item.value if isinstance(item.value, dict) else {}
+    if not run_ids.isdisjoint(_origins(value)):
         return True
     raw = json.dumps(value, ensure_ascii=False, default=str).encode()
     return selection.takes_line(raw, set(), item.created_at)
@@ -184,9 +194,35 @@ def erase_stores(stores: Sequence[OpenedStore], selection: Selection, *, run_ids
             continue
         result.records += len(taken)
         result.per_store[opened.label] = result.per_store.get(opened.label, 0) + len(taken)
-        result.erased.update({i.key: tuple(str(i.value[k]) for k in _TEXT_FIELDS
-                                           if isinstance(i.value.get(k), str))
+        result.erased.update({i.key: (*(str(i.value[k]) for k in _TEXT_FIELDS
+                                        if isinstance(i.value.get(k), str)),
+                                      *episode_copies(i.value.get("episode")))
                               for i in taken})
         if not dry_run:
             opened.store.batch([PutOp(tuple(i.namespace), i.key, None) for i in taken])
+    return result
+
+
+def scrub_store_entries(stores: Sequence[OpenedStore], erased: Mapping[str, tuple[str, ...]], *,
+                        runs: set[str], dry_run: bool = False) -> StoreErasure:
+    """Erase the texts of erased records from the episodes of the items that runs shown them
+    (``runs``) made (see :func:`~.memories.scrub_entries`); each such item is put back
+    without them, under its key."""
+    result = StoreErasure()
+    texts = {t for group in erased.values() for t in group if t}
+    if not texts or not runs:
+        return result
+    for opened in stores:
+        for ns in _namespaces(opened.store):
+            for item in _items(opened.store, ns):
+                value = item.value if isinstance(item.value, dict) else {}
+                episode = value.get("episode")
+                if not isinstance(episode, dict) or runs.isdisjoint(_origins(value)):
+                    continue
+                after = scrub_episode(episode, texts)
+                if after == episode:
+                    continue
+                result.scrubbed[opened.label] = result.scrubbed.get(opened.label, 0) + 1
+                if not dry_run:
+                    opened.store.put(tuple(item.namespace), item.key, {**value, "episode": after})
     return result
