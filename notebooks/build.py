@@ -308,6 +308,111 @@ server.shutdown()"""),
 ])
 
 
+notebook("06_agents", "06 · Agents: a tool-using agent inside ArchiveRefine", [
+    ("md", """# 06 · Agents in the loop
+
+An agent app's unit of work is an agent: a LangGraph graph that calls tools over several
+steps. Any of them goes where `llm` goes (LangChain's `create_agent`, `create_react_agent`,
+your own `StateGraph` with a `messages` state, a messages Runnable, or a chat model with
+`tools=[...]`). A draft is then an **episode**: the agent runs to its final answer under a
+step limit (`max_steps`, model calls) and a wall-clock limit (`episode_timeout_s`), and every
+model call, tool call and tool result is recorded on the round (`Round.episode`).
+
+Checks can read the episode: a task that says "use the calculator" gets a `tool_called`
+check, so an agent that answers from memory fails it even when its number is right.
+
+Everything runs offline on the embedded SmolLM2-135M (CPU); its tool calls are decoded
+under a grammar, so they are always valid calls of a bound tool."""),
+    ("code", SETUP + """
+from langchain.agents import create_agent
+from agentic_loop import load_chat_model, ArchiveRefine, Archive, TrajectoryLog, calculator
+from agentic_loop.judges import rubric_for_task
+from agentic_loop.tools import reference_lookup
+
+llm = load_chat_model("local", max_tokens=48)
+tools = [calculator, reference_lookup]
+agent = create_agent(llm, tools, system_prompt="Answer with the tools' help. End with the number.")
+task = "Use the calculator to compute 53 * 47. Answer with the number."
+print(rubric_for_task(task))   # 'use the calculator' became a check over the episode"""),
+    ("code", """log = TrajectoryLog(workdir / "runs")
+arch = ArchiveRefine(agent, archive=Archive(workdir / "archive"), trajectories=log,
+                     max_iterations=2, max_steps=4, temperature=0.0, refine="resample")
+result = arch.run(task)
+print("answer:", result.output, "| score:", result.score, "| passed:", result.passed)
+for r in result.trace:
+    print(f"round {r.iteration}: tool_called={r.features.get('tool_called')} "
+          f"tools={r.episode.tools_called} steps={r.episode.model_calls}")
+print("feedback:", result.trace[-1].feedback)"""),
+    ("md", """A small model left to itself seldom opens with a tool call, so the check above may fail:
+the record says which tools ran, not what the answer claims. `tool_agent` is the package's own
+tool loop (LangGraph's `ToolNode` + `tools_condition`); `first_tool_choice="any"` makes an
+episode's first model call a tool call (still the model's choice of tool and arguments), then
+lets it answer. It is a graph like any other agent."""),
+    ("code", """from agentic_loop import tool_agent
+
+forced = tool_agent(llm, tools, first_tool_choice="any")
+arch = ArchiveRefine(forced, archive=Archive(workdir / "archive"), trajectories=log,
+                     max_iterations=2, max_steps=4, temperature=0.0)
+result = arch.run(task)
+print("answer:", result.output, "| score:", result.score, "| passed:", result.passed)"""),
+    ("md", """## One trajectory's steps
+
+The log keeps every episode: each model call (the tool calls it asked for, tokens, latency,
+the model that answered) and each tool result (content or error, latency), in order."""),
+    ("code", """run = log.read()[-1]
+episode = run.rounds[-1].episode
+for step in episode.steps:
+    if step.kind == "model":
+        calls = ", ".join(f"{c.name}({c.args})" for c in step.tool_calls)
+        print(f"model  {step.latency_s or 0:5.2f}s  tokens={step.output_tokens}  "
+              f"{'calls ' + calls if calls else 'answers ' + repr(step.text[:60])}")
+    else:
+        print(f"tool   {step.latency_s or 0:5.2f}s  {step.name} -> {step.error or step.content[:60]!r}")
+print("stop:", episode.stop_reason, "| final:", repr(episode.final[:80]))"""),
+    ("md", """## The LangSmith tree
+
+Each episode is one run named `episode` (tags: architecture, iteration, sample) under the node
+that wrote the draft, with the agent's model and tool runs inside. Offline, a small collector
+on 127.0.0.1 stands in for LangSmith (as in notebook 05)."""),
+    ("code", """import json, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from langsmith import Client
+from langchain_core.tracers import LangChainTracer
+
+runs = {}
+class Collector(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def _ok(self):
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+    def do_GET(self): self._ok()
+    def do_POST(self):
+        run = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        runs[run["id"]] = run; self._ok()
+    def do_PATCH(self):
+        self.rfile.read(int(self.headers["Content-Length"])); self._ok()
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+tracer = LangChainTracer(client=Client(api_url=f"http://127.0.0.1:{server.server_address[1]}",
+                                       api_key="offline", auto_batch_tracing=False))
+arch.run(task, config={"callbacks": [tracer]})
+tracer.wait_for_futures()
+
+children = {}
+for run in runs.values():
+    children.setdefault(run.get("parent_run_id"), []).append(run)
+def show(parent, depth):
+    for run in sorted(children.get(parent, []), key=lambda r: r.get("dotted_order", "")):
+        if depth < 2 or run["name"] in ("episode", "tools") or run.get("run_type") in ("llm", "tool"):
+            tags = [t for t in run.get("tags", []) if ":" in t]
+            print("  " * depth + f"{run['name']} ({run.get('run_type')}) {tags}")
+        show(run["id"], depth + 1)
+show(None, 0)
+server.shutdown()"""),
+])
+
+
 def build(key: str) -> Path:
     title, cells = NOTEBOOKS[key]
     nb = nbformat.v4.new_notebook()

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.tools import tool
 
 from agentic_loop.agents import tool_agent
 from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
 from agentic_loop.judges import Rubric
 from agentic_loop.memory import Archive, HashingEmbedder, ReflexionMemory
+from agentic_loop.tools import calculator
 
 pytestmark = pytest.mark.slow
 
@@ -20,19 +20,6 @@ TASK = "Use the calculator to compute 53 * 47. Answer with the number."
 RUBRIC = Rubric.for_constraints(include_words=["2491"], tool_called="calculator")
 BUDGET: dict[str, Any] = {"max_iterations": 1, "max_steps": 3, "episode_timeout_s": 240.0,
                           "temperature": 0.0, "rubric": RUBRIC}
-
-
-def _calculator() -> Any:
-    try:
-        from agentic_loop.tools import calculator
-        return calculator
-    except ImportError:  # the ready tools are optional here
-        @tool
-        def calculator(expression: str) -> str:
-            """Compute an arithmetic expression such as 53 * 47."""
-            left, right = expression.replace(" ", "").split("*")
-            return str(int(left) * int(right))
-        return calculator
 
 
 def _assert_recorded(result: Any) -> None:
@@ -52,7 +39,7 @@ def _assert_recorded(result: Any) -> None:
 
 
 def test_the_embedded_model_runs_as_a_tool_agent_in_every_architecture(local_llm, tmp_path):
-    tools = [_calculator()]
+    tools = [calculator]
     # the 135M model seldom opens with a call unasked: this agent graph makes its first call
     # use a tool (grammar-constrained), then lets it answer
     forced = tool_agent(local_llm, tools, first_tool_choice="any")
