@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,14 +23,19 @@ from agentic_loop.errors import ConfigError
 
 def build_architecture(arch: str, model: str, *, archive: Path, reflections: Path,
                        trajectories: Path | None, target_score: float, max_iterations: int,
-                       max_tokens: int, refine: str = "feedback"):
+                       max_tokens: int, refine: str = "feedback", tools: str | None = None,
+                       max_steps: int | None = None, first_tool_call: bool = False):
     """The architecture named ``arch`` on ``model``.
 
     Everything a user can get wrong is checked before the model loads (which
     takes seconds): the names, the model spec, and the stores the run will
     use (a file where a folder belongs, a corrupt ``meta.json``, a folder of
-    another kind), so a typo costs no wait.
+    another kind), so a typo costs no wait. ``tools`` (ready tools by name, see
+    :func:`~agentic_loop.tools.ready_tools`) makes the model an agent; with
+    ``first_tool_call`` each episode's first model call is a tool call (small models
+    seldom open with one by themselves).
     """
+    from agentic_loop.agents import tool_agent
     from agentic_loop.architectures import (
         ArchiveRefine,
         Reflexion,
@@ -41,19 +46,29 @@ def build_architecture(arch: str, model: str, *, archive: Path, reflections: Pat
     from agentic_loop.memory import Archive, ReflexionMemory
     from agentic_loop.models import load_chat_model
     from agentic_loop.models.spec import resolve_spec
+    from agentic_loop.tools import ready_tools
     from agentic_loop.trajectories import TrajectoryLog
 
     cls = architecture_class(arch)  # the one check of a name
     if refine not in REFINE_MODES:
         raise ConfigError(f"unknown --refine {refine!r}; choose one of {', '.join(REFINE_MODES)}")
     resolve_spec(model)
+    chosen = ready_tools(tools) if tools else []
+    if first_tool_call and not chosen:
+        raise ConfigError("--first-tool-call needs --tools (the tools the first call may use)")
     log = TrajectoryLog(trajectories) if trajectories else None
     store = Archive(archive) if cls is ArchiveRefine else None
     memory = ReflexionMemory(reflections) if cls is Reflexion else None
     llm = load_chat_model(model, max_tokens=max_tokens)
+    agent: dict[str, Any] = {}
+    if chosen:
+        agent = ({"llm": tool_agent(llm, chosen, first_tool_choice="any"), "judge": llm}
+                 if first_tool_call else {"llm": llm, "tools": chosen})
+    if max_steps is not None:
+        agent["max_steps"] = max_steps
     return create_architecture(
-        arch, llm, archive=store, reflections=memory, refine=refine,
-        target_score=target_score, max_iterations=max_iterations, trajectories=log)
+        arch, agent.pop("llm", llm), archive=store, reflections=memory, refine=refine,
+        target_score=target_score, max_iterations=max_iterations, trajectories=log, **agent)
 
 
 @app.command()
@@ -76,12 +91,22 @@ def run(
     refine: Annotated[str, typer.Option(help="feedback (show the draft and what failed) | "
                       "resample (ask again; better for very small models)")] = "feedback",
     max_tokens: Annotated[int, typer.Option(min=1, max=8192)] = 96,
+    tools: Annotated[str | None, typer.Option(
+        help="Ready tools the model may call, comma-separated: calculator, python "
+             "(sandboxed), lookup. Each draft is then a recorded episode.")] = None,
+    max_steps: Annotated[int | None, typer.Option(
+        min=1, max=100, help="Model calls per episode (with --tools). Default: 8.")] = None,
+    first_tool_call: Annotated[bool, typer.Option(
+        "--first-tool-call", help="Make each episode's first model call a tool call "
+        "(small models seldom open with one).")] = False,
     concurrency: Annotated[int, typer.Option(min=1, max=64)] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON lines.")] = False,
 ) -> None:
     """Run an architecture and print each task's best output and score.
 
     Example: agentic-loop run "Write a tagline in exactly 12 words." --arch reflection
+
+    With tools: agentic-loop run "Use the calculator: what is 53 * 47?" --tools calculator
     """
     from agentic_loop.tasks.spec import TaskSpec, load_tasks
 
@@ -94,7 +119,8 @@ def run(
                                       trajectories=in_data_dir(trajectories, "trajectories"),
                                       target_score=target_score,
                                       max_iterations=max_iterations, max_tokens=max_tokens,
-                                      refine=refine)
+                                      refine=refine, tools=tools, max_steps=max_steps,
+                                      first_tool_call=first_tool_call)
     from agentic_loop.architectures import run_specs, summary_table
 
     results = run_specs(architecture, specs, max_concurrency=concurrency,

@@ -10,9 +10,10 @@ had kept for the record. :mod:`.safe` does that for any tool; :mod:`.calculator`
 evaluates arithmetic from its syntax tree (never ``eval``); :mod:`.python_tool`
 runs code in the judges' sandbox, so an agent's code cannot reach the
 evaluator, the archive, the trajectory files or the host; :mod:`.lookup` builds
-a lookup over any small table, and :mod:`.reference` is the table of exact
+a lookup over any small table, :mod:`.reference` is the table of exact
 unit factors and element data that the tool tasks
-(:mod:`agentic_loop.tasks.tool_tasks`) use.
+(:mod:`agentic_loop.tasks.tool_tasks`) use, and :mod:`.ready` names the ready
+tools for the CLI (:func:`ready_tools`).
 
 Example:
     >>> from agentic_loop.tools import calculator, reference_lookup
@@ -37,6 +38,7 @@ from agentic_loop.tools.python_tool import (
     python_tool,
     run_python,
 )
+from agentic_loop.tools.ready import READY_TOOLS, ready_tools
 from agentic_loop.tools.reference import (
     ELEMENTS,
     REFERENCE_TABLE,
@@ -54,6 +56,7 @@ from agentic_loop.tools.safe import (
 )
 
 __all__ = [
+    "READY_TOOLS",
     "DEFAULT_TOOL_TIMEOUT_S",
     "ELEMENTS",
     "MAX_DIGITS",
@@ -68,6 +71,7 @@ __all__ = [
     "ToolFailed",
     "Unit",
     "calculate",
+    "ready_tools",
     "calculator",
     "cut_note",
     "echo_last_expression",
