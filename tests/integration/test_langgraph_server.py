@@ -113,7 +113,8 @@ def test_langgraph_dev_serves_all_three_graphs(server):
         assert {"output", "score", "passed", "features", "stop_reason", "iterations"} <= set(
             schemas["output_schema"]["properties"])
         assert set(schemas["context_schema"]["properties"]) == {
-            "constraints", "target_score", "max_iterations", "samples_per_round", "temperature"}
+            "constraints", "target_score", "max_iterations", "samples_per_round", "temperature",
+            "max_steps", "episode_timeout_s"}
 
         thread = client.threads.create()
         started = time.perf_counter()
