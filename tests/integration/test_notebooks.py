@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def test_the_five_walkthroughs_exist():
+def test_the_six_walkthroughs_exist():
     names = [p.stem for p in NOTEBOOKS]
-    assert [n[:2] for n in names] == ["01", "02", "03", "04", "05"], names
+    assert [n[:2] for n in names] == ["01", "02", "03", "04", "05", "06"], names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
