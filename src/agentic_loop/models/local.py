@@ -113,7 +113,8 @@ def _resolve_device(device: str) -> str:
 
 
 def loaded_engine(
-    model_dir: str | Path, *, dtype: str = "auto", device: str = "auto", max_batch_size: int = 32
+    model_dir: str | Path, *, dtype: str = "auto", device: str = "auto", max_batch_size: int = 32,
+    prefix_cache: bool = True,
 ) -> GenerationEngine:
     """Load (once per process) the model in ``model_dir`` and return its engine.
 
@@ -121,11 +122,12 @@ def loaded_engine(
     one decoder, so every caller's requests batch together. A caller asking for a
     larger ``max_batch_size`` than the engine has widens it (the engine reads the
     cap at every admission); a smaller one leaves it, as other callers rely on it.
+    ``prefix_cache=False`` gets an engine of its own that reuses no prompt prefix.
     """
     path = Path(model_dir).expanduser()
     dev = _resolve_device(device)
     torch_dtype = default_dtype(dev) if dtype == "auto" else getattr(torch, dtype)
-    key = (str(path.resolve()), str(torch_dtype), dev)
+    key = (str(path.resolve()), str(torch_dtype), dev + ("" if prefix_cache else ":no-prefix"))
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is not None:
@@ -141,7 +143,8 @@ def loaded_engine(
                 f"the tokenizer in {path} has no chat template; save one with the model "
                 "(tokenizer.chat_template) so chat messages can be formatted"
             )
-        engine = GenerationEngine(model, tokenizer, max_batch_size=max_batch_size)
+        engine = GenerationEngine(model, tokenizer, max_batch_size=max_batch_size,
+                                  prefix_cache=prefix_cache)
         _ENGINES[key] = engine
         return engine
 
@@ -198,6 +201,9 @@ class LocalChatModel(BaseChatModel):
     #: Rows decoded together. 32 concurrent requests (bench/serve.py) ran at 64 tokens/s
     #: under a cap of 8 and 128 under 32; a lone request never waits for companions.
     max_batch_size: int = Field(default=32, ge=1)
+    #: Reuse the KV of remembered prompt prefixes (an agent's earlier steps, the system
+    #: prompt); False: every prompt token is computed, on an engine of its own (benches).
+    prefix_cache: bool = True
 
     _engine: GenerationEngine | None = PrivateAttr(default=None)
     _grammars: dict[str, Grammar] = PrivateAttr(default_factory=dict)
@@ -224,7 +230,8 @@ class LocalChatModel(BaseChatModel):
         :func:`release_engine` retired the one this model had)."""
         if self._engine is None or self._engine.closed:
             self._engine = loaded_engine(self.model_path, dtype=self.dtype, device=self.device,
-                                         max_batch_size=self.max_batch_size)
+                                         max_batch_size=self.max_batch_size,
+                                         prefix_cache=self.prefix_cache)
         return self._engine
 
     # -- prompt and request building ----------------------------------------

@@ -38,7 +38,7 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.models.engine.decode_batch import DecodeBatch, common_prefix, new_cache
 from agentic_loop.models.engine.grammar import Grammar
 from agentic_loop.models.engine.join_policy import JoinPolicy
-from agentic_loop.models.engine.prefix_memory import PrefixMemory
+from agentic_loop.models.engine.prefix_memory import DEFAULT_PREFIX_BYTES, PrefixMemory
 from agentic_loop.models.engine.requests import (
     GenerationOutput,
     GenerationParams,
@@ -63,8 +63,11 @@ class GenerationEngine:
     between steps (continuous batching), so a loop's second-round request
     never waits for another request's long answer to finish.
     ``shared_prefix_min``: the shortest prompt prefix worth computing once for a
-    prefill group, or copying from the previous prefill (see ``_prefill``).
+    prefill group, or copying from a remembered one (see ``_prefill``).
     ``join_min`` / ``join_wait_steps``: how arrivals mid-decode join (:class:`JoinPolicy`).
+    ``prefix_cache``: reuse prompt prefixes (remembered ones, and a group's shared one);
+    False computes every prompt token (a baseline for benches). ``prefix_cache_bytes``:
+    the KV bytes :class:`PrefixMemory` may keep (least recently used out).
     """
 
     def __init__(
@@ -77,6 +80,8 @@ class GenerationEngine:
         shared_prefix_min: int = 16,
         join_min: int = 8,
         join_wait_steps: int = 8,
+        prefix_cache: bool = True,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_BYTES,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -95,14 +100,20 @@ class GenerationEngine:
         self._gate = threading.Lock()  # a submit never lands in a queue the worker has left
         #: Busy periods, requests, the widest batch, requests that joined a running batch
         #: and the prefills that took them in (``join_prefills``): to verify batching.
-        #: Prompt tokens whose KV was copied from the previous prefill's prefix.
+        #: Prompt tokens whose KV was copied from a remembered prefix; prompt tokens of the
+        #: requests prefilled (``prompt_tokens_sent``) and those the model computed for them
+        #: (``prompt_tokens_computed``: shared prefixes and repeated prompts count once).
         self.stats = {"batches": 0, "requests": 0, "max_rows": 0, "joined": 0,
-                      "join_prefills": 0, "reused_prefix_tokens": 0}
-        self._prefix = PrefixMemory(minimum=shared_prefix_min)
+                      "join_prefills": 0, "reused_prefix_tokens": 0,
+                      "prompt_tokens_sent": 0, "prompt_tokens_computed": 0}
+        self.prefix_memory = PrefixMemory(minimum=shared_prefix_min,
+                                          budget_bytes=prefix_cache_bytes, enabled=prefix_cache)
         #: Seconds spent decoding (prefills and steps), counted before each step's answers
         #: are handed out: the difference over a stretch of work is that work's compute,
         #: even when the engine never goes idle in between.
         self.busy_s = 0.0
+        #: The part of ``busy_s`` spent prefilling prompts (what prefix reuse saves).
+        self.prefill_s = 0.0
         self._running: list[GenerationRequest] = []  # admitted in the current busy period
         self._worker = threading.Thread(target=self._loop, name="agentic-loop-decoder", daemon=True)
         self._worker.start()
@@ -223,6 +234,11 @@ class GenerationEngine:
                 taken.append(item)
         return taken
 
+    @property
+    def prefix_cache(self) -> bool:
+        """Whether prompt prefixes are reused (remembered ones, and a group's shared one)."""
+        return self.prefix_memory.enabled
+
     def _prefill(self, requests: list[GenerationRequest]) -> DecodeBatch:
         """Run the prompts of ``requests`` and return their decoding state.
 
@@ -230,22 +246,59 @@ class GenerationEngine:
         samples) are computed once and their state copied, and a prefix every distinct
         prompt starts with (all but the last token of a lone prompt), when it is at least
         ``shared_prefix_min`` tokens, is computed once and its KV cache broadcast; the
-        part of it the previous prefill's prefix shares (the system prompt) is copied
-        from :class:`PrefixMemory` instead of computed. The rest of each prompt is
-        left-padded after that prefix, so a row's attention mask reads ``prefix,
-        padding, its own tokens``.
+        part of it a remembered prefix shares (the system prompt, an agent's previous
+        step) is copied from :class:`PrefixMemory` instead of computed. The rest of each
+        prompt is left-padded after that prefix, so a row's attention mask reads
+        ``prefix, padding, its own tokens``. When remembered prefixes cover the distinct
+        prompts better than their shared one does (concurrent agent episodes, each at its
+        own step), each prompt is prefilled alone from its own best match and the rows
+        are merged.
         """
+        started = time.perf_counter()
+        prompts = [tuple(r.prompt_ids) for r in requests]
+        unique = list(dict.fromkeys(prompts))
+        self.stats["prompt_tokens_sent"] += sum(len(p) for p in prompts)
+        if len(unique) > 1 and self._alone_is_cheaper(unique):
+            parts = [self._prefill_group([r for r in requests if tuple(r.prompt_ids) == p])
+                     for p in unique]
+            batch = parts[0]
+            for part in parts[1:]:
+                batch = batch.merge(part)
+        else:
+            batch = self._prefill_group(requests)
+        self.prefill_s += time.perf_counter() - started
+        return batch
+
+    def _alone_is_cheaper(self, unique: list[tuple[int, ...]]) -> bool:
+        """Whether prefilling each distinct prompt alone from its best remembered prefix
+        computes fewer positions (padding included, and a few per extra forward pass)
+        than one padded forward after their shared prefix."""
+        memory = self.prefix_memory
+        if not memory.enabled or not len(memory):
+            return False
+        shared = common_prefix(unique)
+        shared = shared if shared >= self.shared_prefix_min else 0
+        group = (shared - memory.match(unique[0][:shared]) if shared else 0) \
+            + len(unique) * max(len(p) - shared for p in unique)
+        alone = sum(len(p) - memory.match(p[:-1]) + _PASS_COST for p in unique)
+        return alone < group
+
+    def _prefill_group(self, requests: list[GenerationRequest]) -> DecodeBatch:
+        """``_prefill`` of ``requests`` in one padded forward pass after their shared prefix."""
         prompts = [tuple(r.prompt_ids) for r in requests]
         unique = list(dict.fromkeys(prompts))
         shared = common_prefix(unique) if len(unique) > 1 else len(unique[0]) - 1
-        if shared < self.shared_prefix_min:
+        if shared < self.shared_prefix_min or not self.prefix_cache:
             shared = 0
         cache = new_cache(getattr(self.model, "config", None))
+        reused = 0
         if shared:
-            self.stats["reused_prefix_tokens"] += self._prefix.fill(
-                self.model, cache, unique[0][:shared], self.device)
+            reused = self.prefix_memory.fill(self.model, cache, unique[0][:shared], self.device)
+            self.stats["reused_prefix_tokens"] += reused
             if len(unique) > 1:
                 cache.batch_repeat_interleave(len(unique))
+        self.stats["prompt_tokens_computed"] += shared - reused + sum(
+            len(p) - shared for p in unique)
         tails = [p[shared:] for p in unique]
         width = max(len(t) for t in tails)
         input_ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
@@ -303,6 +356,7 @@ class GenerationEngine:
                 if row.error is not None:
                     row.request.future.set_exception(row.error)
                 elif row.finish_reason is not None:
+                    self._remember(batch, slot)
                     row.request.future.set_result(row.output(batch.prompt_tokens[slot]))
             if len(keep) < len(batch.rows):
                 batch.select(keep, self.device)
@@ -326,6 +380,28 @@ class GenerationEngine:
                 self.stats["max_rows"] = max(self.stats["max_rows"], len(batch.rows))
         self.busy_s += time.perf_counter() - clock
 
+    def _remember(self, batch: DecodeBatch, slot: int) -> None:
+        """Keep the KV of a finished row's prompt and the output tokens fed so far: an
+        agent's next step, or a conversation's next turn, starts with them."""
+        width = batch.attention.shape[1]
+        if not self.prefix_cache or any(layer.keys.shape[-2] != width
+                                        for layer in batch.cache.layers):
+            return  # off, or a layer keeps a window, not every position
+        columns = batch.attention[slot].nonzero().squeeze(1)  # the row's tokens, in order
+        fed = len(columns) - batch.prompt_tokens[slot]
+        row = batch.rows[slot]
+        tokens = (*row.request.prompt_ids, *row.ids[:fed])
+        try:
+            self.prefix_memory.remember(self.model, tokens, [
+                (layer.keys[slot : slot + 1].index_select(-2, columns),
+                 layer.values[slot : slot + 1].index_select(-2, columns))
+                for layer in batch.cache.layers])
+        except (RuntimeError, IndexError):  # a cache layout we do not know: answers go on
+            logger.warning("could not remember a finished row's prefix", exc_info=True)
+
+
+#: A forward pass's fixed cost, in prompt positions, when choosing how to prefill.
+_PASS_COST = 8
 
 #: Engines whose worker is alive; closed at interpreter exit.
 _OPEN_ENGINES: weakref.WeakSet[GenerationEngine] = weakref.WeakSet()
