@@ -212,6 +212,25 @@ def quality(d: dict[str, Any]) -> list[str]:
                  (f"best ({best['name']}):" if best else "best:", show(best)), *trained)
 
 
+def agents(d: dict[str, Any]) -> list[str]:
+    """Prefix reuse on agent episodes, and the embedded model as a tool agent on held-out tasks."""
+    rows = {r["name"]: r for r in get(d, "tasks.rows") or []}
+    base = rows.get(get(d, "tasks.baseline") or "")
+    out = items(
+        ("episodes per LLM-second, KV reuse on / off:",
+         f"{num(get(d, 'engine.concurrent.ratio_episodes_per_llm_s'))}x concurrent, "
+         f"{num(get(d, 'engine.sequential.ratio_episodes_per_llm_s'))}x one at a time"),
+        ("prompt tokens computed / sent with reuse:",
+         num(get(d, "engine.concurrent.computed_over_sent_on"))))
+    for name, row in rows.items():
+        versus = next((v for k, v in row.items() if k.startswith("vs_")), None)
+        said = "" if row is base or versus is None else f", {versus.get('verdict')}"
+        out.append(f"{name}: {pct(row.get('pass_rate'))} of {row.get('tasks')} held-out tool "
+                   f"tasks, tools used {pct(row.get('tool_use_rate'))}, "
+                   f"{num(row.get('llm_s_per_task'))} LLM-s/task{said}")
+    return out
+
+
 def flywheel(d: dict[str, Any]) -> list[str]:
     """Golden pass rate of the improve rounds against one plain SFT run with the same steps."""
     r = d.get("ratios", {})
@@ -239,7 +258,8 @@ def leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
 
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "models": models, "archive": archive, "loop": loop, "judges": judges, "pii": pii,
-    "train": train, "serve": serve, "front": front, "quality": quality, "flywheel": flywheel}
+    "train": train, "serve": serve, "front": front, "quality": quality, "flywheel": flywheel,
+    "agents": agents}
 
 
 # ------------------------------------------------------------- table
