@@ -14,39 +14,15 @@ from typing import Any
 
 import pytest
 import torch
+from engine_helpers import VOCAB, DigitTokenizer, tiny_llama
 
 from agentic_loop.models.engine.engine import GenerationEngine, GenerationParams, GenerationRequest
 from agentic_loop.models.errors import ModelCallError
 
-VOCAB = 64
-EOS = 0
-PAD = 1
-
-
-class DigitTokenizer:
-    """A tokenizer for the engine's needs: token ``i`` decodes to ``chr(65 + i)``."""
-
-    pad_token_id = PAD
-    eos_token_id = EOS
-
-    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
-        return "".join(chr(65 + i) for i in ids if not (skip_special_tokens and i in (EOS, PAD)))
-
 
 @pytest.fixture(scope="module")
 def tiny_model() -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=256, eos_token_id=EOS, pad_token_id=PAD,
-                         initializer_range=0.5)  # sharp attention: context changes tokens
-    model = LlamaForCausalLM(config).to(torch.float64).eval()
-    # A never-chosen EOS, so every row runs to its own budget and lengths stay varied.
-    with torch.no_grad():
-        model.lm_head.weight[EOS].fill_(0.0)
-    return model
+    return tiny_llama(max_positions=256)
 
 
 def _prompts() -> list[tuple[list[int], int]]:

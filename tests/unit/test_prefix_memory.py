@@ -14,36 +14,17 @@ from typing import Any
 
 import pytest
 import torch
+from engine_helpers import VOCAB, DigitTokenizer, tiny_llama
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.engine.decode_batch import new_cache
 from agentic_loop.models.engine.engine import GenerationEngine, GenerationParams, GenerationRequest
 from agentic_loop.models.engine.prefix_memory import PrefixMemory, shared_length
 
-VOCAB, EOS, PAD = 64, 0, 1
-
-
-class _Tokenizer:
-    pad_token_id = PAD
-    eos_token_id = EOS
-
-    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
-        return "".join(chr(65 + i) for i in ids if not (skip_special_tokens and i in (EOS, PAD)))
-
 
 @pytest.fixture(scope="module")
 def tiny_model() -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=512, eos_token_id=EOS, pad_token_id=PAD,
-                         initializer_range=0.5)
-    model = LlamaForCausalLM(config).to(torch.float64).eval()
-    with torch.no_grad():
-        model.lm_head.weight[EOS].fill_(0.0)  # never chosen: every row runs to its budget
-    return model
+    return tiny_llama(max_positions=512)
 
 
 def _tokens(n: int, seed: int) -> tuple[int, ...]:
@@ -150,8 +131,8 @@ def test_episodes_decode_the_same_with_reuse_on_and_off_and_compute_less(
         tiny_model: Any) -> None:
     system = _tokens(24, 40)
     starts = [system + _tokens(n, 41 + n) for n in (3, 5, 8)]
-    off = GenerationEngine(tiny_model, _Tokenizer(), max_batch_size=8, prefix_cache=False)
-    on = GenerationEngine(tiny_model, _Tokenizer(), max_batch_size=8, batch_window_s=0.2)
+    off = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=8, prefix_cache=False)
+    on = GenerationEngine(tiny_model, DigitTokenizer(), max_batch_size=8, batch_window_s=0.2)
     try:
         assert _episodes(on, starts, 5) == _episodes(off, starts, 5)
         # one at a time too (the lone-prompt path)
