@@ -116,9 +116,15 @@ def test_the_code_sees_neither_the_hosts_environment_nor_the_archive_code(
 
 
 def test_files_written_in_the_sandbox_do_not_outlive_the_call(full_sandbox: None) -> None:
-    assert run("open('/tmp/note', 'w').write('hi')\nprint(open('/tmp/note').read())"
-               ).content == "hi"
-    assert run("import os\nos.path.exists('/tmp/note')").content == "False"
+    # the call's scratch folder is its working directory and its TMPDIR (the host's /tmp
+    # may be mounted read-only inside, when the interpreter lives under it)
+    write = ("import os, tempfile\nother = os.path.join(tempfile.gettempdir(), 'note2')\n"
+             "open('note', 'w').write('hi')\nopen(other, 'w').write('ho')\n"
+             "print(open('note').read() + open(other).read())")
+    assert run(write).content == "hiho"
+    assert run("import os, tempfile\n(os.path.exists('note'), "
+               "os.path.exists(os.path.join(tempfile.gettempdir(), 'note2')))"
+               ).content == "(False, False)"
 
 
 def test_no_network(full_sandbox: None) -> None:
