@@ -200,6 +200,11 @@ def test_a_first_tool_choice_forces_only_the_first_call_and_the_graph_finds_its_
     episode = run_episode(agent, ASK)
     assert episode.final == "2491" and episode.system == "Use the tools."
     assert [c.kwargs.get("tool_choice") for c in llm.calls] == ["any", None]
+    # a few-shot episode shown before the task (AI turns of its own) still gets the forced call
+    shown = [HumanMessage("What is 2 * 3?"), AIMessage("6"), *ASK]
+    llm = ScriptedChatModel(responses=[call("calculator", expression="53*47"), "2491"])
+    run_episode(as_agent(tool_agent(llm, [calculator], first_tool_choice="any")), shown)
+    assert [c.kwargs.get("tool_choice") for c in llm.calls] == ["any", None]
 
 
 def test_an_agent_that_interrupts_pauses_on_its_own_thread_and_can_be_resumed() -> None:

@@ -117,7 +117,7 @@ def tool_agent(model: Runnable[Any, Any], tools: Sequence[Any], *, system: str |
     def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         temperature = (config.get("configurable") or {}).get(TEMPERATURE_KEY)
         sent = list(state["messages"])
-        chosen = bound if any(isinstance(m, AIMessage) for m in sent) else first
+        chosen = bound if _answered_since_prompt(sent) else first
         runnable = chosen.bind(temperature=temperature) if temperature is not None else chosen
         if system:
             sent = [SystemMessage(system), *sent]
@@ -131,6 +131,19 @@ def tool_agent(model: Runnable[Any, Any], tools: Sequence[Any], *, system: str |
     graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")
     return graph.compile(name=name or "tool_agent")
+
+
+def _answered_since_prompt(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the model already spoke in this episode: an AI message after the last user
+    message (few-shot episodes shown in the prompt hold AI messages of their own).
+
+    >>> from langchain_core.messages import HumanMessage
+    >>> shot = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2")]
+    >>> _answered_since_prompt(shot), _answered_since_prompt([*shot, AIMessage("a2")])
+    (False, True)
+    """
+    last_user = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
+    return any(isinstance(m, AIMessage) for m in messages[last_user + 1:])
 
 
 def _chat_models_in(obj: Any, depth: int = 0) -> BaseChatModel | None:
