@@ -55,6 +55,7 @@ from pydantic import BaseModel, Field
 from agentic_loop.clean_text import clean_text
 
 __all__ = [
+    "CUT_FROM_KEY",
     "EPISODE_STOPS",
     "MAX_TOOL_RESULT_CHARS",
     "Episode",
@@ -72,6 +73,9 @@ __all__ = [
 #: A tool result longer than this is cut to it in the record (and in what the agent sees, when
 #: the package runs the tools); the step keeps the length it had in ``cut_from``.
 MAX_TOOL_RESULT_CHARS = 20_000
+
+#: The ``additional_kwargs`` key of a tool message a tool loop cut, holding the length it had.
+CUT_FROM_KEY = "agentic_loop_cut_from"
 
 EpisodeStop = Literal["final", "step_limit", "time_limit", "error"]
 #: Why an episode ended: a final answer, the step or wall-clock limit, or an error it raised.
@@ -222,10 +226,13 @@ def _text(message: BaseMessage) -> str:
 
 
 def _declared_cut(message: ToolMessage) -> int | None:
-    """The length a tool said its result had before it cut it (a ``{"cut_from": n}`` artifact,
-    as :func:`agentic_loop.tools.safe_tool` writes)."""
+    """The length a result had before it was cut on its way to the agent: a tool's
+    ``{"cut_from": n}`` artifact (as :func:`agentic_loop.tools.safe_tool` writes), or the
+    :data:`CUT_FROM_KEY` a tool loop put in ``additional_kwargs`` (``agents.tool_agent``)."""
     artifact = getattr(message, "artifact", None)
     had = artifact.get("cut_from") if isinstance(artifact, dict) else None
+    if had is None:
+        had = message.additional_kwargs.get(CUT_FROM_KEY)
     return had if isinstance(had, int) and not isinstance(had, bool) else None
 
 

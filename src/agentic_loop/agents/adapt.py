@@ -44,7 +44,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.pregel import Pregel
 
-from agentic_loop.episodes import cap_tool_output
+from agentic_loop.episodes import CUT_FROM_KEY, cap_tool_output
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.wrappers import inner_chat_model, model_id_of
 
@@ -52,8 +52,6 @@ __all__ = ["CUT_FROM_KEY", "TEMPERATURE_KEY", "AgentKind", "AgentRunner", "agent
            "as_agent", "output_messages", "tool_agent"]
 
 AgentKind = Literal["graph", "runnable", "tools"]
-#: A capped tool result's ``additional_kwargs`` key holding the length it had.
-CUT_FROM_KEY = "agentic_loop_cut_from"
 #: The ``configurable`` key the package's own tool loop reads its sampling temperature from.
 TEMPERATURE_KEY = "agentic_loop_temperature"
 

@@ -45,13 +45,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 
 from agentic_loop.agents.adapt import (
-    CUT_FROM_KEY,
     TEMPERATURE_KEY,
     AgentRunner,
     output_messages,
 )
 from agentic_loop.agents.recorder import EpisodeRecorder, StepLimitReached, TimeLimitReached
-from agentic_loop.episodes import Episode, EpisodeStop, ToolStep, episode_from_messages
+from agentic_loop.episodes import Episode, EpisodeStop, episode_from_messages
 
 __all__ = ["DEFAULT_EPISODE_TIMEOUT_S", "DEFAULT_MAX_STEPS", "EpisodeThread",
            "episode_config", "episode_thread_id", "run_episode", "run_episodes"]
@@ -112,15 +111,6 @@ def _timings(recorder: EpisodeRecorder, messages: Sequence[BaseMessage]) -> list
         elif isinstance(message, ToolMessage):
             out.append(recorder.latency_of(message, 0))
     return out
-
-
-def _with_cuts(episode: Episode, messages: Sequence[BaseMessage]) -> list[Any]:
-    """The steps, each tool result capped before the agent saw it keeping the length it had."""
-    had = {m.tool_call_id: m.additional_kwargs[CUT_FROM_KEY] for m in messages
-           if isinstance(m, ToolMessage) and CUT_FROM_KEY in m.additional_kwargs}
-    return [s.model_copy(update={"cut_from": had[s.call_id]})
-            if isinstance(s, ToolStep) and s.cut_from is None and s.call_id in had else s
-            for s in episode.steps]
 
 
 class EpisodeThread:
@@ -189,8 +179,7 @@ class EpisodeThread:
                                         error=None if error is None else error[:_MAX_ERROR],
                                         latency_s=elapsed,
                                         timings=_timings(self.recorder, messages[start:]))
-        return episode.model_copy(update={"system": self.recorder.system,
-                                          "steps": _with_cuts(episode, messages[start:])})
+        return episode.model_copy(update={"system": self.recorder.system})
 
 
 def run_episodes(agent: AgentRunner, messages: Sequence[BaseMessage], *, n: int = 1,
