@@ -49,7 +49,7 @@ from langchain_core.messages import (
 
 from agentic_loop.clean_text import clean_text
 from agentic_loop.episodes import Episode
-from agentic_loop.judges import Evaluation
+from agentic_loop.judges import Evaluation, tool_matches
 from agentic_loop.prompt_format import SYSTEM, DraftPrompt, episode_transcript, fresh_draft_prompt
 
 __all__ = ["SYSTEM", "attempt_summary", "bound_output", "chat_messages", "clean_output",
@@ -142,12 +142,7 @@ def tools_asked_for(task: str, names: Iterable[str]) -> list[str]:
     []
     """
     asked = {m.group("what").lower() for m in _ASKS.finditer(task)}
-
-    def words(name: str) -> set[str]:
-        return set(re.split(r"[\s_\-.]+", name.lower())) - {"run", "use", "call", "tool"}
-
-    return [n for n in dict.fromkeys(names)
-            if n.lower() in asked or any(words(n) & words(a) for a in asked)]
+    return [n for n in dict.fromkeys(names) if any(tool_matches(n, a) for a in asked)]
 
 
 def attempt_summary(episode: Episode, asked: Iterable[str] = ()) -> str:
