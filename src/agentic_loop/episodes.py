@@ -153,6 +153,10 @@ class Episode(BaseModel):
     latency_s: float | None = None
     #: the system prompt the agent ran under (tool descriptions included), when it had one
     system: str | None = None
+    #: the tools the model was offered, as OpenAI function specs (``{"type": "function",
+    #: "function": {"name", "description", "parameters"}}``), when the recorder saw them:
+    #: what a training row's ``tools`` column holds
+    tools: list[dict[str, Any]] | None = None
 
     @property
     def model_steps(self) -> list[ModelStep]:

@@ -46,6 +46,7 @@ from langgraph.pregel import Pregel
 
 from agentic_loop.episodes import CUT_FROM_KEY, cap_tool_output
 from agentic_loop.errors import ConfigError
+from agentic_loop.models.tools import tool_specs
 from agentic_loop.models.wrappers import inner_chat_model, model_id_of
 
 __all__ = ["CUT_FROM_KEY", "TEMPERATURE_KEY", "AgentKind", "AgentRunner", "agent_chat_model",
@@ -70,6 +71,9 @@ class AgentRunner:
     name: str
     chat_model: BaseChatModel | None = None
     supersteps_per_step: int = 2
+    #: the tools as OpenAI function specs, when the package built the tool loop (an episode
+    #: records them when its model calls do not say which tools they were offered)
+    tool_specs: tuple[dict[str, Any], ...] | None = None
 
     def input_of(self, messages: Sequence[BaseMessage]) -> Any:
         """What the agent is invoked with for a conversation."""
@@ -199,7 +203,8 @@ def as_agent(llm: Any, tools: Sequence[Any] | None = None, *,
             raise ConfigError(f"tools= goes with a chat model, not {repr(llm)[:80]}; give the "
                               "tools to your agent instead, or pass a chat model")
         return AgentRunner(tool_agent(llm, tools, system=system, name="tool_agent"), "tools",
-                           name=model_id_of(llm), chat_model=model)
+                           name=model_id_of(llm), chat_model=model,
+                           tool_specs=tuple(tool_specs(tools)))
     if model is not None or not isinstance(llm, Runnable):
         return None
     if isinstance(llm, Pregel):

@@ -179,7 +179,12 @@ class EpisodeThread:
                                         error=None if error is None else error[:_MAX_ERROR],
                                         latency_s=elapsed,
                                         timings=_timings(self.recorder, messages[start:]))
-        return episode.model_copy(update={"system": self.recorder.system})
+        return episode.model_copy(update={"system": self.recorder.system,
+                                          "tools": self.recorder.tools or _specs(self.agent)})
+
+
+def _specs(agent: AgentRunner) -> list[dict[str, Any]] | None:
+    return list(agent.tool_specs) if agent.tool_specs else None
 
 
 def run_episodes(agent: AgentRunner, messages: Sequence[BaseMessage], *, n: int = 1,

@@ -37,7 +37,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-from agentic_loop.errors import AgenticLoopError
+from agentic_loop.errors import AgenticLoopError, ConfigError
+from agentic_loop.models.tools import tool_specs
 
 __all__ = ["EpisodeLimitReached", "EpisodeRecorder", "StepLimitReached", "StepTiming",
            "TimeLimitReached", "was_refused"]
@@ -52,6 +53,24 @@ def _refuse(run_id: UUID) -> None:
         _REFUSED[run_id] = None
         while len(_REFUSED) > 4096:
             _REFUSED.popitem(last=False)
+
+
+def _offered_tools(params: Any) -> list[dict[str, Any]] | None:
+    """The tools a model call was bound with (its ``invocation_params``), as OpenAI function
+    specs; None when it had none or they cannot be read as function tools.
+
+    >>> _offered_tools({"tools": [{"type": "function", "function": {"name": "f"}}]})
+    [{'type': 'function', 'function': {'name': 'f'}}]
+    >>> _offered_tools({"stop": None}) is None
+    True
+    """
+    tools = params.get("tools") if isinstance(params, dict) else None
+    if not tools or not isinstance(tools, (list, tuple)):
+        return None
+    try:
+        return tool_specs(tools)
+    except ConfigError:  # a provider's own tool kind (web search, ...): not trainable as calls
+        return None
 
 
 def was_refused(run_id: UUID) -> bool:
@@ -108,6 +127,8 @@ class EpisodeRecorder(BaseCallbackHandler):
         #: messages of the first model call's prompt (the episode's steps start after them)
         self.prompt_len: int | None = None
         self.system: str | None = None
+        #: the tools the first model call was offered, as OpenAI function specs
+        self.tools: list[dict[str, Any]] | None = None
         #: set to stop the episode at its next step (the time limit, seen from outside)
         self.cancelled = False
 
@@ -132,6 +153,7 @@ class EpisodeRecorder(BaseCallbackHandler):
                 if first is not None and first.type == "system" and isinstance(first.content,
                                                                                  str):
                     self.system = first.content
+                self.tools = _offered_tools(kwargs.get("invocation_params"))
             self.conversation = sent
             timing = StepTiming("model", time.perf_counter())
             self._open[run_id] = timing
