@@ -303,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="HH:MM (UTC): part (b) skips a row likely to end after it")
     parser.add_argument("--rows", nargs="+", default=None,
                         help="part (b): run only these rows and add them to the report's")
+    parser.add_argument("--episode-timeout-s", type=float, default=300.0,
+                        help="part (b): an episode's wall-clock limit (raise it on a busy machine)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few of everything")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -342,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         fields["tasks"] = tasks_part(
             args.tasks, quick=args.quick, concurrency=args.concurrency,
             deadline=deadline_of(args.deadline_utc), only=args.rows, previous=previous,
+            episode_timeout_s=args.episode_timeout_s,
             save=lambda part: update(args.out, {**header, **fields, "tasks": part}))
         if "rows" in fields["tasks"]:
             print_rows(fields["tasks"]["rows"])

@@ -68,7 +68,7 @@ class TaskBench:
     """The rows of part (b) over one list of held-out tool tasks."""
 
     def __init__(self, n: int, *, concurrency: int, max_iterations: int, max_steps: int,
-                 max_tokens: int, work: Path) -> None:
+                 max_tokens: int, work: Path, episode_timeout_s: float = 300.0) -> None:
         from agentic_loop.agents import tool_agent
         from agentic_loop.models import load_chat_model
         from agentic_loop.tasks.tool_tasks import default_task_tools, tool_tasks
@@ -82,9 +82,12 @@ class TaskBench:
         self.common = {"max_iterations": max_iterations}
         # The 135M model rarely opens with a call when free to answer (0 of 16 tasks in a
         # smoke run): the agent rows force the episode's first call, then it answers freely.
-        self.auto = {"tools": self.tools, "max_steps": max_steps}
+        # A shared machine can slow an episode past a wall-clock limit that measures the
+        # machine, not the agent: the limit is a setting of the run (kept in the report).
+        limits = {"max_steps": max_steps, "episode_timeout_s": episode_timeout_s}
+        self.auto = {"tools": self.tools, **limits}
         self.agent = {"llm": tool_agent(self.llm, self.tools, first_tool_choice="any"),
-                      "judge": self.llm, "max_steps": max_steps}
+                      "judge": self.llm, **limits}
         self.rows: list[dict[str, Any]] = []
         self.per_task: dict[str, dict[str, list[Any]]] = {}
 
@@ -178,7 +181,8 @@ def tasks_part(n: int, *, quick: bool = False, concurrency: int = 32, max_iterat
                max_steps: int = 4, max_tokens: int = 96, deadline: float | None = None,
                save: Callable[[dict[str, Any]], None] | None = None,
                only: Sequence[str] | None = None,
-               previous: dict[str, Any] | None = None) -> dict[str, Any]:
+               previous: dict[str, Any] | None = None,
+               episode_timeout_s: float = 300.0) -> dict[str, Any]:
     """Part (b)'s report (``save`` gets it after every row), or why it was skipped.
 
     ``only``: run just these rows; with ``previous`` (an earlier report on the same
@@ -189,10 +193,11 @@ def tasks_part(n: int, *, quick: bool = False, concurrency: int = 32, max_iterat
         return {"skipped": why}
     settings = {"concurrency": concurrency, "max_iterations": max_iterations,
                 "max_steps": max_steps, "max_tokens": max_tokens, "temperature": 0.0,
-                "quick": quick}
+                "episode_timeout_s": episode_timeout_s, "quick": quick}
     with tempfile.TemporaryDirectory(prefix="agents-bench-") as tmp:
         bench = TaskBench(n, concurrency=concurrency, max_iterations=max_iterations,
-                          max_steps=max_steps, max_tokens=max_tokens, work=Path(tmp))
+                          max_steps=max_steps, max_tokens=max_tokens, work=Path(tmp),
+                          episode_timeout_s=episode_timeout_s)
         print(f"tasks: {len(bench.tasks)} held-out tool tasks", flush=True)
 
         def report(skipped: dict[str, str]) -> dict[str, Any]:
