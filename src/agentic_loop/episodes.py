@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, Field
 
 from agentic_loop.clean_text import clean_text
@@ -64,6 +64,9 @@ __all__ = [
     "Step",
     "ToolCall",
     "ToolStep",
+    "USER_STOPS",
+    "UserStep",
+    "UserStop",
     "cap_tool_output",
     "current_episode",
     "episode_from_messages",
@@ -80,6 +83,11 @@ CUT_FROM_KEY = "agentic_loop_cut_from"
 EpisodeStop = Literal["final", "step_limit", "time_limit", "error"]
 #: Why an episode ended: a final answer, the step or wall-clock limit, or an error it raised.
 EPISODE_STOPS: tuple[EpisodeStop, ...] = ("final", "step_limit", "time_limit", "error")
+
+UserStop = Literal["goal", "turn_limit"]
+#: Why a simulated user ended a conversation: its goal was met (a done marker, a predicate),
+#: or it had no turn left.
+USER_STOPS: tuple[UserStop, ...] = ("goal", "turn_limit")
 
 
 def cap_tool_output(content: Any, limit: int = MAX_TOOL_RESULT_CHARS) -> tuple[str, int | None]:
@@ -140,7 +148,16 @@ class ToolStep(BaseModel):
     cut_from: int | None = None
 
 
-Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
+class UserStep(BaseModel):
+    """A user's turn inside the episode: a simulated user's reply to the agent's answer
+    (:mod:`agentic_loop.agents.user_sim`), after which the agent goes on."""
+
+    kind: Literal["user"] = "user"
+    text: str = ""
+    latency_s: float | None = None
+
+
+Step = Annotated[ModelStep | ToolStep | UserStep, Field(discriminator="kind")]
 
 
 class Episode(BaseModel):
@@ -157,6 +174,9 @@ class Episode(BaseModel):
     #: "function": {"name", "description", "parameters"}}``), when the recorder saw them:
     #: what a training row's ``tools`` column holds
     tools: list[dict[str, Any]] | None = None
+    #: how a simulated user ended the conversation (None: no simulated user; left out of the
+    #: JSON then, so records of single-turn episodes are as before)
+    user_stop: UserStop | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @property
     def model_steps(self) -> list[ModelStep]:
@@ -167,6 +187,11 @@ class Episode(BaseModel):
     def tool_steps(self) -> list[ToolStep]:
         """The tool results, in order."""
         return [s for s in self.steps if isinstance(s, ToolStep)]
+
+    @property
+    def user_steps(self) -> list[UserStep]:
+        """The user's turns inside the episode (a simulated user's replies), in order."""
+        return [s for s in self.steps if isinstance(s, UserStep)]
 
     @property
     def model_calls(self) -> int:
@@ -200,17 +225,21 @@ class Episode(BaseModel):
 
     def messages(self) -> list[BaseMessage]:
         """The steps as LangChain messages (assistant calls with their tool calls, tool
-        results), to replay the episode after its prompt: few-shot episodes, training rows.
+        results, a simulated user's turns), to replay the episode after its prompt: few-shot
+        episodes, training rows.
 
         >>> ep = Episode(steps=[ModelStep(tool_calls=[ToolCall(name="f", id="1")]),
         ...                     ToolStep(call_id="1", name="f", content="ok"),
+        ...                     ModelStep(text="done?"), UserStep(text="Yes, thanks."),
         ...                     ModelStep(text="done")], final="done")
         >>> [type(m).__name__ for m in ep.messages()]
-        ['AIMessage', 'ToolMessage', 'AIMessage']
+        ['AIMessage', 'ToolMessage', 'AIMessage', 'HumanMessage', 'AIMessage']
         """
         out: list[BaseMessage] = []
         for step in self.steps:
-            if isinstance(step, ModelStep):
+            if isinstance(step, UserStep):
+                out.append(HumanMessage(step.text))
+            elif isinstance(step, ModelStep):
                 out.append(AIMessage(step.text, tool_calls=[
                     {"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"}
                     for c in step.tool_calls]))
@@ -255,11 +284,12 @@ def episode_from_messages(messages: Sequence[BaseMessage], *, start: int = 0,
 
     ``timings`` gives each step's latency in order (from a callback recorder)
     when known. Tool results are capped; an error result (``status="error"``)
-    is recorded as the step's ``error``. The final answer is the last
+    is recorded as the step's ``error``; a user message after ``start`` (a simulated
+    user's turn) is a :class:`UserStep`. The final answer is the last
     step's text when that step is a model call asking for no tool (else empty: the
     episode stopped before answering).
     """
-    steps: list[ModelStep | ToolStep] = []
+    steps: list[ModelStep | ToolStep | UserStep] = []
     args_of: dict[str, tuple[str, dict[str, Any]]] = {}
     for index, message in enumerate(messages[start:]):
         latency = timings[len(steps)] if len(steps) < len(timings) else None
@@ -283,6 +313,8 @@ def episode_from_messages(messages: Sequence[BaseMessage], *, start: int = 0,
                                   args=args, content="" if failed else content,
                                   error=(content or "the tool failed") if failed else None,
                                   latency_s=latency, cut_from=cut_from))
+        elif isinstance(message, HumanMessage):
+            steps.append(UserStep(text=_text(message), latency_s=latency))
     last = steps[-1] if steps else None
     final = last.text if isinstance(last, ModelStep) and not last.tool_calls else ""
     return Episode(steps=steps, final=final, stop_reason=stop_reason, error=error,

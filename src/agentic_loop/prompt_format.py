@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
-from agentic_loop.episodes import Episode, ModelStep, ToolStep
+from agentic_loop.episodes import Episode, ModelStep, ToolStep, UserStep
 
 if TYPE_CHECKING:
     from agentic_loop.judges import Rubric
@@ -90,9 +90,8 @@ ExemplarStyle = Literal["turns", "text"]
 #: A tool result a few-shot episode shows is cut to this many characters (the archive keeps it
 #: whole): an exemplar teaches the pattern call -> result -> answer, not the result's bulk.
 SHOT_RESULT_CHARS = 600
-#: The system message of every draft the architectures ask for.
-#: It names no format of its own ("no quotation marks" once fought tasks that ask for quotes):
-#: the task's requirements decide the form.
+#: The system message of every draft the architectures ask for. It names no format of its own
+#: ("no quotation marks" once fought tasks that ask for quotes): the task's requirements decide.
 SYSTEM = ("You are a precise writer. Follow every instruction in the task exactly. Reply with "
           "the requested text only: no preamble, no explanation.")
 
@@ -313,20 +312,19 @@ def _one_line(text: str) -> str:
     return _shown(" ".join(text.split()))
 
 
-def _before_answer(episode: Episode) -> list[ModelStep | ToolStep]:
+def _before_answer(episode: Episode) -> list[ModelStep | ToolStep | UserStep]:
     """The steps before the final answer (the answer itself is the exemplar's output)."""
-    steps = list(episode.steps)
-    last = steps[-1] if steps else None
-    return steps[:-1] if isinstance(last, ModelStep) and not last.tool_calls else steps
+    last = episode.steps[-1] if episode.steps else None
+    return list(episode.steps[:-1] if isinstance(last, ModelStep) and not last.tool_calls
+                else episode.steps)
 
 
 def episode_turns(episode: Episode, shot: str = f"{SHOT_PREFIX}1") -> list[dict[str, Any]]:
     """An episode's steps before its final answer as chat dicts: an assistant message with
-    ``tool_calls`` per model call that asked for tools, a ``tool`` message per result.
-
-    Call ids become ``<shot>_c<j>`` (an exemplar's ids must not collide with the live
-    episode's); results are cut to :data:`SHOT_RESULT_CHARS`; an episode with no tool step
-    gives no turns (it is shown as a plain task -> answer pair).
+    ``tool_calls`` per model call that asked for tools, a ``tool`` message per result, a
+    ``user`` message per simulated user's turn. Call ids become ``<shot>_c<j>`` (an
+    exemplar's ids must not collide with the live episode's); results are cut to
+    :data:`SHOT_RESULT_CHARS`; an episode with no tool step gives no turns (a plain pair).
 
     >>> from agentic_loop.episodes import ToolCall
     >>> turns = episode_turns(Episode(steps=[
@@ -357,6 +355,9 @@ def episode_turns(episode: Episode, shot: str = f"{SHOT_PREFIX}1") -> list[dict[
             if calls or step.text:
                 turns.append({"role": "assistant", "content": step.text,
                               **({"tool_calls": calls} if calls else {})})
+            continue
+        if isinstance(step, UserStep):
+            turns.append({"role": "user", "content": _shown(step.text)})
             continue
         call_id = ids.get(step.call_id or "")
         if call_id is None:

@@ -7,7 +7,9 @@ its final answer as one recorded episode, under a step and a wall-clock limit.
 * :mod:`.episode_run`: one or ``n`` concurrent episodes of a prompt, each on a
   thread id of its own, ended by its final answer or its limits, always as data;
 * :mod:`.generator`: the generator and the judge of what an architecture was given;
-* :mod:`.recorder`: the callback handler that times each step and enforces the limits.
+* :mod:`.recorder`: the callback handler that times each step and enforces the limits;
+* :mod:`.user_sim`: a simulated user (scripted replies or a chat model with a persona and a
+  goal) that answers the agent after each final answer, so one episode is a conversation.
 
 The architectures use them when ``llm`` is an agent (``Reflection(agent, judge=...)``).
 """
@@ -38,12 +40,25 @@ from agentic_loop.agents.recorder import (
     StepLimitReached,
     TimeLimitReached,
 )
+from agentic_loop.agents.user_sim import (
+    DEFAULT_DONE_MARKER,
+    MAX_USER_TURNS,
+    USER_SIM_KEY,
+    UserSimulator,
+    UserTurn,
+    current_user_sim,
+    simulating,
+    user_sim_of,
+)
 
 __all__ = [
     "CUT_FROM_KEY",
+    "DEFAULT_DONE_MARKER",
     "DEFAULT_EPISODE_TIMEOUT_S",
     "DEFAULT_MAX_STEPS",
+    "MAX_USER_TURNS",
     "TEMPERATURE_KEY",
+    "USER_SIM_KEY",
     "AgentKind",
     "AgentRunner",
     "EpisodeLimitReached",
@@ -53,13 +68,18 @@ __all__ = [
     "NoJudge",
     "StepLimitReached",
     "TimeLimitReached",
+    "UserSimulator",
+    "UserTurn",
     "agent_chat_model",
     "as_agent",
+    "current_user_sim",
     "episode_config",
     "episode_thread_id",
     "output_messages",
     "run_episode",
     "run_episodes",
+    "simulating",
     "split_generator",
     "tool_agent",
+    "user_sim_of",
 ]

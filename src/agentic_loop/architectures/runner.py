@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from agentic_loop.agents.user_sim import USER_SIM_KEY
 from agentic_loop.architectures.nodes import LoopNodes
 from agentic_loop.architectures.results import RunResult
 from agentic_loop.architectures.schemas import CONTEXT_FIELDS, RunSettings
@@ -53,11 +54,18 @@ TaskLike = TaskWithRubric
 
 
 def _task_and_kwargs(item: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """A batch item as ``run`` arguments: a spec's own rubric wins over the batch's."""
-    if isinstance(item, TaskLike):
-        rubric = item.rubric()
-        return item.task, ({**kwargs, "rubric": rubric} if rubric is not None else kwargs)
-    return item, kwargs
+    """A batch item as ``run`` arguments: a spec's own rubric wins over the batch's, and its
+    simulated user (``user_sim``) answers the agent (sent in the config, as ``run`` takes it)."""
+    if not isinstance(item, TaskLike):
+        return item, kwargs
+    rubric = item.rubric()
+    run_kwargs = {**kwargs, "rubric": rubric} if rubric is not None else dict(kwargs)
+    user = getattr(item, "user_sim", None)
+    if user is not None:
+        config = dict(run_kwargs.get("config") or {})
+        config["configurable"] = {**(config.get("configurable") or {}), USER_SIM_KEY: user}
+        run_kwargs["config"] = config
+    return item.task, run_kwargs
 
 
 def run_specs(architecture: Runner, tasks: Sequence[str | TaskLike], *,

@@ -41,8 +41,9 @@ from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
 from langchain_core.runnables import RunnableConfig
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from agentic_loop.agents.user_sim import USER_SIM_KEY, simulating, user_sim_of
 from agentic_loop.architectures.sampling import temperature_at
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric
@@ -125,6 +126,9 @@ class ResolvedSettings(BaseModel):
     #: for settings a checkpoint stored before they existed.
     max_steps: int = 8
     episode_timeout_s: float | None = None
+    #: the task's simulated user (a ``UserSimulator``'s JSON), answering an agent's final
+    #: answers; left out of the dump when none, so the settings of other runs are as before
+    user_sim: dict[str, Any] | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def temperature_at(self, iteration: int, own: Any = None) -> float | None:
         """The temperature of round ``iteration`` (``own``: the architecture's callable)."""
@@ -171,8 +175,22 @@ def resolve_settings(arch: ArchitectureDefaults, state: Mapping[str, Any], confi
         max_steps=int(getattr(ctx, "max_steps", None) or getattr(arch, "max_steps", 8) or 8),
         episode_timeout_s=(getattr(ctx, "episode_timeout_s", None)
                            or getattr(arch, "episode_timeout_s", None)),
+        user_sim=_user_sim(ctx, configurable),
         run_metadata=run_metadata(configurable, {k: state[k] for k in INPUT_FIELDS
                                                  if state.get(k) is not None}))
+
+
+def _user_sim(context: Any, configurable: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A run's simulated user, as JSON: the context's ``user_sim``, else the config's
+    (``configurable[USER_SIM_KEY]``: a ``UserSimulator`` or its JSON); checked here, when the
+    run starts.
+
+    >>> _user_sim(None, {USER_SIM_KEY: {"replies": ["It is A1001."]}})["replies"]
+    ['It is A1001.']
+    """
+    given = getattr(context, "user_sim", None)
+    user = user_sim_of(given if given is not None else configurable.get(USER_SIM_KEY))
+    return None if user is None else user.model_dump(mode="json")
 
 
 def run_metadata(configurable: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,11 +266,16 @@ def active_settings(settings: ResolvedSettings,
     ``LoopNodes._call`` samples with them (:func:`current_settings`), so a
     subclass node that only calls ``self._call(...)`` runs with the run's
     sampling settings too; ``run_id`` names an agent's episode threads
-    (:func:`current_run_id`).
+    (:func:`current_run_id`); a run whose task names a simulated user binds it for the
+    node's episodes (:func:`~agentic_loop.agents.user_sim.simulating`).
     """
     token, run = _active.set(settings), _run_id.set(run_id)
     try:
-        yield settings
+        if settings.user_sim is None:
+            yield settings
+        else:
+            with simulating(user_sim_of(settings.user_sim)):
+                yield settings
     finally:
         _run_id.reset(run)
         _active.reset(token)

@@ -25,7 +25,7 @@ Example:
     >>> add_usage({"llm_calls": 1, "input_tokens": 5}, {"llm_calls": 2})
     {'llm_calls': 3, 'input_tokens': 5}
     >>> print(*sorted(name for _, name in STATE_MODELS))
-    Candidate DraftPrompt Episode ModelStep Round TokenUsage ToolCall ToolStep Trajectory
+    Candidate DraftPrompt Episode ModelStep Round TokenUsage ToolCall ToolStep Trajectory UserStep
     >>> start = fresh_run()
     >>> start["rounds"].value, start["final"], len(start["run_id"])
     ([], None, 32)
@@ -42,7 +42,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
-from agentic_loop.episodes import Episode, ModelStep, ToolCall, ToolStep
+from agentic_loop.episodes import Episode, ModelStep, ToolCall, ToolStep, UserStep
 from agentic_loop.prompt_format import DraftPrompt
 from agentic_loop.trajectories import Candidate, Round, TokenUsage, Trajectory
 
@@ -53,7 +53,7 @@ __all__ = ["STATE_MODELS", "LoopState", "add_usage", "allow_state_types", "fresh
 STATE_MODELS: frozenset[tuple[str, str]] = frozenset(
     (model.__module__, model.__name__)
     for model in (Round, Trajectory, TokenUsage, DraftPrompt, Candidate, Episode, ModelStep,
-                  ToolStep, ToolCall))
+                  ToolStep, ToolCall, UserStep))
 
 
 def allow_state_types(checkpointer: Any) -> Any:

@@ -13,7 +13,12 @@ reference, ``"constraints": {"check": "mypkg.checks:valid_invoice"}`` or a
 rubric feature's ``"check"``, and is imported when the file is read
 (:mod:`agentic_loop.judges.check_refs`); one that does not resolve is an
 error naming the line and the reference. ``id``, ``split`` and
-``metadata`` are optional. A line may also be plain text (one task), and
+``metadata`` are optional. A multi-turn task names its simulated user,
+``"user_sim": {"kind": "scripted", "replies": ["It is order A1001."]}`` or
+``{"kind": "chat", "persona": ..., "goal": ..., "model": "local"}`` (no
+``model``: the run's own model answers as the user), which answers the agent
+after each final answer (:class:`~agentic_loop.agents.user_sim.UserSimulator`).
+A line may also be plain text (one task), and
 blank lines and ``#`` comments are skipped. Every row is checked when the
 file is read, and an error names ``file:line``.
 
@@ -42,6 +47,7 @@ from pydantic import (
     field_validator,
 )
 
+from agentic_loop.agents.user_sim import UserSimulator
 from agentic_loop.errors import AgenticLoopError, TaskError
 from agentic_loop.judges import Rubric
 
@@ -64,6 +70,9 @@ class TaskSpec(BaseModel):
     True
     >>> TaskSpec(task="Whisper.", rubric=Rubric.for_constraints(lowercase=True)).rubric().names
     ('lowercase',)
+    >>> talk = TaskSpec(task="Where is my order?", user_sim={"replies": ["It is A1001."]})
+    >>> TaskSpec.model_validate_json(talk.model_dump_json(by_alias=True)).user_sim.replies
+    ['It is A1001.']
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, validate_by_name=True,
@@ -76,6 +85,8 @@ class TaskSpec(BaseModel):
     id: str | None = None
     split: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: the simulated user who answers the agent after each final answer (None: one turn)
+    user_sim: UserSimulator | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("id", mode="before")
     @classmethod

@@ -12,7 +12,9 @@ runs code in the judges' sandbox, so an agent's code cannot reach the
 evaluator, the archive, the trajectory files or the host; :mod:`.lookup` builds
 a lookup over any small table, :mod:`.reference` is the table of exact
 unit factors and element data that the tool tasks
-(:mod:`agentic_loop.tasks.tool_tasks`) use, and :mod:`.ready` names the ready
+(:mod:`agentic_loop.tasks.tool_tasks`) use, :mod:`.orders` the order table and
+``order_lookup`` tool of the support tasks (:mod:`agentic_loop.tasks.support_tasks`),
+and :mod:`.ready` names the ready
 tools for the CLI (:func:`ready_tools`).
 
 Example:
@@ -32,6 +34,14 @@ from agentic_loop.tools.calculator import (
     calculator,
 )
 from agentic_loop.tools.lookup import lookup_key, lookup_tool
+from agentic_loop.tools.orders import (
+    ORDER_STATUSES,
+    ORDER_TABLE,
+    ORDERS,
+    Order,
+    order_by_id,
+    order_lookup,
+)
 from agentic_loop.tools.python_tool import (
     PYTHON_TOOL_DESCRIPTION,
     echo_last_expression,
@@ -62,11 +72,15 @@ __all__ = [
     "MAX_DIGITS",
     "MAX_EXPONENT",
     "MAX_EXPRESSION_CHARS",
+    "ORDERS",
+    "ORDER_STATUSES",
+    "ORDER_TABLE",
     "PYTHON_TOOL_DESCRIPTION",
     "REFERENCE_TABLE",
     "UNITS",
     "CalculatorError",
     "Element",
+    "Order",
     "SafeTool",
     "ToolFailed",
     "Unit",
@@ -77,6 +91,8 @@ __all__ = [
     "echo_last_expression",
     "lookup_key",
     "lookup_tool",
+    "order_by_id",
+    "order_lookup",
     "python_tool",
     "reference_lookup",
     "run_python",

@@ -11,7 +11,7 @@ Example:
     ...     ready_tools(["abacus"])
     ... except ConfigError as exc:
     ...     print(exc)
-    unknown tool 'abacus'; the ready tools are calculator, lookup, python
+    unknown tool 'abacus'; the ready tools are calculator, lookup, orders, python
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.tools.calculator import calculator
+from agentic_loop.tools.orders import order_lookup
 from agentic_loop.tools.python_tool import python_tool
 from agentic_loop.tools.reference import reference_lookup
 
@@ -31,6 +32,7 @@ __all__ = ["READY_TOOLS", "ready_tools"]
 READY_TOOLS: dict[str, Callable[[], BaseTool]] = {
     "calculator": lambda: calculator,
     "lookup": lambda: reference_lookup,
+    "orders": lambda: order_lookup,
     "python": python_tool,
 }
 
