@@ -142,6 +142,10 @@ def train_command(
                             "(comma-separated; TensorBoard's go to OUT/logs).")] = "none",
     save_steps: Annotated[int, typer.Option(
         "--save-steps", help="Checkpoint (and score the held-out share) every N steps.")] = 50,
+    tool_format: Annotated[str, typer.Option(
+        "--tool-format", help="How tool-calling rows are shown: engine (the in-process "
+                              "engine's format), chat_template (the model's own), or auto.")
+    ] = "auto",
     beta: BetaFlag = None,
     seed: SeedFlag = 0,
     resume: ResumeFlag = True,
@@ -183,7 +187,7 @@ def train_command(
         "gradient_accumulation_steps": gradient_accumulation_steps,
         "gradient_checkpointing": gradient_checkpointing, "max_length": max_length,
         "validation_split": validation_split, "report_to": report_to, "save_steps": save_steps,
-        "seed": seed, "resume": resume}
+        "tool_format": tool_format, "seed": seed, "resume": resume}
     options.update(grpo_options(method, {
         "num_generations": num_generations, "max_completion_length": max_completion_length,
         "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,

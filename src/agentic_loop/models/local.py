@@ -38,10 +38,7 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
-    ChatMessage,
-    HumanMessage,
     SystemMessage,
-    ToolMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -58,8 +55,8 @@ from agentic_loop.models.engine.engine import (
 )
 from agentic_loop.models.engine.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.errors import ModelCallError, ModelLoadError
-from agentic_loop.models.structured_output import message_text, structured_runnable
-from agentic_loop.models.tools import ToolPlan, as_chunk, chat_dicts
+from agentic_loop.models.structured_output import structured_runnable
+from agentic_loop.models.tools import ToolPlan, as_chunk, engine_chat
 from agentic_loop.models.weights import load_causal_lm
 
 __all__ = ["LocalChatModel", "default_dtype", "default_num_threads", "loaded_engine",
@@ -165,23 +162,6 @@ def release_engine(model_dir: str | Path) -> int:
     return len(engines)
 
 
-def _role(message: BaseMessage) -> str:
-    if isinstance(message, SystemMessage):
-        return "system"
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    if isinstance(message, ToolMessage):
-        return "tool"
-    if isinstance(message, ChatMessage):
-        return message.role
-    raise ConfigError(f"unsupported message type {type(message).__name__}; pass system, human, "
-                      "AI, tool or chat messages")
-
-
-
-
 class LocalChatModel(BaseChatModel):
     """Chat model over a local Hugging Face causal-LM directory."""
 
@@ -242,9 +222,7 @@ class LocalChatModel(BaseChatModel):
         ``tools`` are described in the system message (see :mod:`.tools`).
         """
         tokenizer = self.engine.tokenizer
-        tool_role = "tool" in (tokenizer.chat_template or "")
-        chat = chat_dicts(messages, tools, role_of=_role, text_of=message_text,
-                          tool_role=tool_role)
+        chat = engine_chat(messages, tools, tokenizer.chat_template)
         if not chat:
             raise ConfigError("cannot generate from an empty list of messages; pass at least one")
         text = tokenizer.apply_chat_template(chat, tokenize=False,

@@ -49,6 +49,8 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
+    ChatMessage,
+    HumanMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -57,8 +59,10 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.models.engine.grammar import constrained_json_schema
+from agentic_loop.models.structured_output import message_text
 
-__all__ = ["ToolPlan", "as_chunk", "chat_dicts", "tool_specs"]
+__all__ = ["ToolPlan", "as_chunk", "call_json", "chat_dicts", "engine_chat", "message_role",
+           "template_has_tool_role", "tool_specs"]
 
 _ANY = ("any", "required")
 
@@ -156,6 +160,12 @@ class ToolPlan:
             lines.append("When you have what you need, answer the user in plain text.")
         return "\n".join(lines)
 
+    def call_json(self, name: str, arguments: dict[str, Any]) -> str:
+        """The text the engine decodes a call of ``name`` as (see :func:`call_json`)."""
+        params = next((s["function"].get("parameters") for s in self.specs
+                       if s["function"]["name"] == name), None)
+        return call_json(name, arguments, params)
+
     def message(self, text: str, **fields: Any) -> AIMessage:
         """The model's reply as a message: a tool call when ``text`` is one, else text."""
         if not self.callable_names or not text.lstrip().startswith("{"):
@@ -186,6 +196,28 @@ def as_chunk(message: AIMessage) -> AIMessageChunk:
     return AIMessageChunk(content=message.content, tool_call_chunks=chunks,
                           usage_metadata=message.usage_metadata,
                           response_metadata=message.response_metadata, chunk_position="last")
+
+
+def call_json(name: str, arguments: dict[str, Any],
+              parameters: dict[str, Any] | None = None) -> str:
+    """One call exactly as the engine decodes it, so training can show the model that text.
+
+    The grammar (``whitespace_flexible: False``) writes compact JSON, ``name``
+    before ``arguments``, and the arguments in the order of the tool schema's
+    ``properties`` (seen from SmolLM2 under ``bind_tools``:
+    ``{"name":"calculator","arguments":{"expression":"53","precision":1}}``);
+    keys the schema does not list come last, as given.
+
+    >>> params = {"type": "object", "properties": {"a": {"type": "integer"},
+    ...                                            "b": {"type": "integer"}}}
+    >>> call_json("multiply", {"b": 7, "a": 6}, params)
+    '{"name":"multiply","arguments":{"a":6,"b":7}}'
+    """
+    order = list((parameters or {}).get("properties") or {})
+    ordered = {k: arguments[k] for k in order if k in arguments}
+    ordered.update({k: v for k, v in arguments.items() if k not in ordered})
+    return json.dumps({"name": name, "arguments": ordered}, separators=(",", ":"),
+                      ensure_ascii=False)
 
 
 def _call_text(message: AIMessage) -> str:
@@ -225,3 +257,48 @@ def chat_dicts(messages: Sequence[BaseMessage], plan: ToolPlan | None, *, role_o
         else:
             chat.insert(0, {"role": "system", "content": plan.system_text()})
     return chat
+
+
+def message_role(message: BaseMessage) -> str:
+    """The chat-template role of a LangChain message (``ai`` -> ``assistant``, ...).
+
+    >>> from langchain_core.messages import HumanMessage
+    >>> message_role(HumanMessage("hi")), message_role(ToolMessage("4", tool_call_id="c"))
+    ('user', 'tool')
+    """
+    if isinstance(message, SystemMessage):
+        return "system"
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, ChatMessage):
+        return message.role
+    raise ConfigError(f"unsupported message type {type(message).__name__}; pass system, human, "
+                      "AI, tool or chat messages")
+
+
+def template_has_tool_role(chat_template: str | None) -> bool:
+    """Whether a chat template knows the ``tool`` role (else results go in as user turns)."""
+    return "tool" in (chat_template or "")
+
+
+def engine_chat(messages: Sequence[BaseMessage], plan: ToolPlan | None,
+                chat_template: str | None) -> list[dict[str, str]]:
+    """``messages`` as the in-process engine renders them for a model with ``chat_template``.
+
+    The one rendering that both inference (``LocalChatModel.prompt_ids``) and
+    training (``distill.train.tool_format``) use, so a model is trained on the
+    very prompt it is later shown.
+
+    >>> from langchain_core.messages import HumanMessage
+    >>> call = AIMessage("", tool_calls=[tool_call(name="f", args={"x": 1}, id="c1")])
+    >>> engine_chat([HumanMessage("go"), call, ToolMessage("2", tool_call_id="c1", name="f")],
+    ...             None, chat_template=None)[1:]
+    [{'role': 'assistant', 'content': 'I called f(x=1).'}, \
+{'role': 'user', 'content': 'The tool f returned: 2'}]
+    """
+    return chat_dicts(messages, plan, role_of=message_role, text_of=message_text,
+                      tool_role=template_has_tool_role(chat_template))

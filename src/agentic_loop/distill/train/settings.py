@@ -25,6 +25,12 @@ defaults they leave the card and the fingerprint as they were, so a run
 started before they existed still resumes; ``report_to`` never enters the
 fingerprint: where the curves go does not change the model.
 
+``tool_format`` says how tool-calling rows become training text:
+``"engine"`` (the in-process engine's prompt and call format),
+``"chat_template"`` (the model's own template renders ``tool_calls`` and
+``tools``) or ``"auto"`` (the template's when it mentions tools, else the
+engine's); see :mod:`agentic_loop.distill.train.tool_format`.
+
 Example:
     >>> s = TrainSettings(method="dpo", lora=True)
     >>> s.learning_rate_for("dpo"), s.stages
@@ -44,6 +50,10 @@ Example:
     True
     >>> TrainSettings(report_to="tensorboard,wandb").reporters
     ['tensorboard', 'wandb']
+    >>> TrainSettings(tool_format="engine").hyperparameters()["tool_format"]
+    'engine'
+    >>> "tool_format" in TrainSettings().hyperparameters()  # the default leaves the card as it was
+    False
     >>> [len(part) for part in split_validation(list(range(10)), 0.2, seed=0)]
     [8, 2]
 """
@@ -58,7 +68,8 @@ from typing import Any, Literal
 from agentic_loop.errors import ConfigError
 
 __all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "LLM_FEATURE_POLICIES",
-           "LR_SCHEDULERS", "METHODS", "REPORTERS", "Method", "TrainSettings", "split_validation"]
+           "LR_SCHEDULERS", "METHODS", "REPORTERS", "TOOL_FORMATS", "Method", "TrainSettings",
+           "split_validation"]
 
 Method = Literal["sft", "dpo", "sft+dpo", "grpo"]
 METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo", "grpo")
@@ -78,9 +89,12 @@ LR_SCHEDULERS: tuple[str, ...] = (
 REPORTERS: tuple[str, ...] = (
     "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "mlflow",
     "neptune", "swanlab", "tensorboard", "trackio", "wandb")
+#: How tool-calling rows become training text (see :mod:`.tool_format`).
+TOOL_FORMATS: tuple[str, ...] = ("auto", "engine", "chat_template")
 #: The knobs that stay off the card and the fingerprint at their default (see the module doc).
 _QUIET_DEFAULTS: dict[str, object] = {"lr_scheduler_type": "linear", "warmup_steps": 0.0,
-                                      "validation_split": 0.0, "report_to": "none"}
+                                      "validation_split": 0.0, "report_to": "none",
+                                      "tool_format": "auto"}
 
 #: (stage, lora) -> learning rate, used when none is given.
 DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
@@ -129,6 +143,7 @@ class TrainSettings:
     warmup_steps: float = 0.0
     validation_split: float = 0.0
     report_to: str = "none"
+    tool_format: str = "auto"
     # GRPO (see GRPO_FIELDS)
     num_generations: int = 4
     max_completion_length: int = 128
@@ -178,6 +193,9 @@ class TrainSettings:
             (self.report_to in ("none", "all") or all(r in REPORTERS for r in self.reporters),
              f"report_to (--report-to) must be none, all or a comma-separated list of "
              f"{', '.join(REPORTERS)}; got {self.report_to!r}"),
+            (self.tool_format in TOOL_FORMATS,
+             f"tool_format (--tool-format) must be one of {', '.join(TOOL_FORMATS)}, got "
+             f"{self.tool_format!r}"),
             (not (self.method == "sft+dpo" and self.lora and not self.merge_lora),
              ("method 'sft+dpo' with an unmerged LoRA adapter cannot work: the DPO adapter's "
               "base is the SFT model, which only exists merged; drop --no-merge, or train 'sft' "

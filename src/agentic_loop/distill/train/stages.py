@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.train.settings import TrainSettings, split_validation
+from agentic_loop.distill.train.tool_format import training_rows
 from agentic_loop.distill.train.training_data import TrainingData
 
-__all__ = ["StageResult", "common_args", "load_policy", "lora_config", "no_final_checkpoint",
-           "run_stage", "save_model", "trainer_kwargs"]
+__all__ = ["StageResult", "common_args", "load_policy", "load_tokenizer", "lora_config",
+           "no_final_checkpoint", "run_stage", "save_model", "trainer_kwargs"]
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,18 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
     from datasets import Dataset
     from transformers.trainer_utils import get_last_checkpoint
 
-    model, tokenizer = load_policy(model_dir, config, precision)
-    args = _trainer_args(stage, config, precision, checkpoint_dir, progress)
-    peft_config = lora_config(config) if config.lora else None
+    # Tool rows are rendered for this tokenizer's template before the weights load: a row the
+    # chosen format cannot show fails in seconds. Split first: an episode's turns stay together.
+    tokenizer = load_tokenizer(model_dir)
     rows, held_out = split_validation(data.sft if stage == "sft" else data.pairs,
                                       config.validation_split, seed=config.seed)
-    dataset = Dataset.from_list(rows)
-    eval_dataset = Dataset.from_list(held_out) if held_out else None
+    train_rows = training_rows(stage, rows, config.tool_format, tokenizer.chat_template)
+    eval_rows = training_rows(stage, held_out, config.tool_format, tokenizer.chat_template)
+    model, tokenizer = load_policy(model_dir, config, precision, tokenizer)
+    args = _trainer_args(stage, config, precision, checkpoint_dir, progress)
+    peft_config = lora_config(config) if config.lora else None
+    dataset = Dataset.from_list(train_rows.rows)
+    eval_dataset = Dataset.from_list(eval_rows.rows) if eval_rows.rows else None
     trainer: Any
     if stage == "sft":
         from trl import SFTTrainer
@@ -102,6 +108,7 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
     save_model(trainer, tokenizer, stage_out, lora=config.lora, merge=merge, state=state)
     metrics = {k: (round(v, 6) if isinstance(v, float) else v)
                for k, v in {**output.metrics, **held_out_metrics}.items()}
+    metrics.update(train_rows.metrics())  # the card says how tool rows were shown
     history = [h for h in trainer.state.log_history if "loss" in h]
     if history:
         metrics["first_loss"] = round(float(history[0]["loss"]), 6)
@@ -114,19 +121,28 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
                        Path(last).name if last else None, metrics)
 
 
-def load_policy(model_dir: Path, config: TrainSettings, precision: str) -> tuple[Any, Any]:
+def load_tokenizer(model_dir: Path) -> Any:
+    """The tokenizer of ``model_dir``, with a pad token (its EOS when it has none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(model_dir: Path, config: TrainSettings, precision: str,
+                tokenizer: Any = None) -> tuple[Any, Any]:
     """The model to train and its tokenizer (fp32 weights; mixed precision is the trainer's)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers import AutoModelForCausalLM, set_seed
 
     if precision == "fp32":
         from agentic_loop.models.local import default_num_threads
 
         torch.set_num_threads(default_num_threads())
     set_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_dir)
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), tokenizer
 
 

@@ -11,6 +11,12 @@ last assistant message is the completion), so the loss is computed on the
 answer only, not on the user's prompt (``completion_only_loss`` is TRL's
 default for that form). Extra keys such as ``metadata`` are dropped.
 
+Tool-calling rows (an agent's episode: assistant ``tool_calls``, ``tool``
+results, a row-level ``tools`` list) are checked call by call (every result
+answers an earlier call, every call names an offered tool with an object of
+arguments) and kept whole: how they become training text depends on the
+model's chat template (:mod:`~agentic_loop.distill.train.tool_format`).
+
 Example:
     >>> import json, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -25,6 +31,18 @@ Example:
     Traceback (most recent call last):
     ...
     agentic_loop.distill.train.training_data.TrainingDataError: .../sft.jsonl:1: the last ...
+    >>> call = {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": {}}}
+    >>> bad = {"messages": [{"role": "user", "content": "2+2?"},
+    ...                     {"role": "assistant", "content": "", "tool_calls": [call]},
+    ...                     {"role": "tool", "tool_call_id": "c9", "content": "4"},
+    ...                     {"role": "assistant", "content": "4"}],
+    ...        "tools": [{"type": "function", "function": {"name": "calc"}}]}
+    >>> _ = (d / "sft.jsonl").write_text(json.dumps(bad) + "\\n")
+    >>> read_sft_rows(d / "sft.jsonl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.distill.train.training_data.TrainingDataError: .../sft.jsonl:1: messages[2] is \
+a tool result for tool_call_id 'c9', which no earlier assistant call has (calls so far: ['c1']); ...
 """
 
 from __future__ import annotations
@@ -48,7 +66,7 @@ __all__ = [
     "read_sft_rows",
 ]
 
-_ROLES = ("system", "user", "assistant")
+_ROLES = ("system", "user", "assistant", "tool")
 
 
 class TrainingDataError(DataError):
@@ -108,38 +126,130 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, row
 
 
-def _messages(value: Any, where: str, key: str) -> list[dict[str, str]]:
+def _messages(value: Any, where: str, key: str,
+              calls: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Checked chat messages; ``calls`` (call id -> tool name) collects the calls made so far.
+
+    Plain messages come back as ``{"role", "content"}``; an assistant's calls
+    as ``tool_calls`` (``content`` ``""`` when it had none), a tool result with
+    its ``tool_call_id`` and ``name`` (taken from its call when missing).
+    """
     if not isinstance(value, list) or not value:
         raise TrainingDataError(f"{where}: {key!r} must be a non-empty list of chat messages "
                                 '({"role": ..., "content": ...}), got ' f"{value!r:.120}")
+    calls = {} if calls is None else calls
     out = []
     for i, message in enumerate(value):
+        at = f"{where}: {key}[{i}]"
         if not isinstance(message, dict):
-            raise TrainingDataError(f"{where}: {key}[{i}] must be an object, "
-                                    f"got {message!r:.80}")
+            raise TrainingDataError(f"{at} must be an object, got {message!r:.80}")
         role, content = message.get("role"), message.get("content")
         if role not in _ROLES:
-            raise TrainingDataError(
-                f"{where}: {key}[{i}] has role {role!r}; use one of {', '.join(_ROLES)}")
+            raise TrainingDataError(f"{at} has role {role!r}; use one of {', '.join(_ROLES)}")
+        has_calls = role == "assistant" and message.get("tool_calls")
+        if content is None and has_calls:
+            content = ""
         if not isinstance(content, str):
-            raise TrainingDataError(f"{where}: {key}[{i}] content must be a string, "
-                                    f"got {content!r:.80}")
-        out.append({"role": role, "content": content})
+            raise TrainingDataError(f"{at} content must be a string, got {content!r:.80}")
+        checked: dict[str, Any] = {"role": role, "content": content}
+        if has_calls:
+            checked["tool_calls"] = _tool_calls(message["tool_calls"], at, calls)
+        elif role == "tool":
+            checked.update(_tool_result(message, at, calls))
+        out.append(checked)
     return out
 
 
-def _assistant_answer(messages: list[dict[str, str]], where: str, key: str) -> None:
-    if messages[-1]["role"] != "assistant":
+def _tool_calls(value: Any, at: str, calls: dict[str, str]) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise TrainingDataError(f"{at}: tool_calls must be a list of calls, got {value!r:.80}")
+    out = []
+    for j, call in enumerate(value):
+        call = call if isinstance(call, dict) else {}
+        found = call.get("function")
+        function: dict[str, Any] = found if isinstance(found, dict) else {}
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise TrainingDataError(
+                f"{at}.tool_calls[{j}] has no function.name; a call is "
+                '{"id": ..., "type": "function", "function": {"name": ..., "arguments": {...}}}')
+        arguments = function.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise TrainingDataError(
+                f"{at}.tool_calls[{j}] ({name}) arguments must be a JSON object, got "
+                f"{arguments!r:.80}; write the arguments as an object, not a JSON string")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise TrainingDataError(f"{at}.tool_calls[{j}] ({name}) needs a string id, "
+                                    f"got {call_id!r}; use the recorded id or 'call_<n>'")
+        calls[call_id] = name
+        out.append({"id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": arguments}})
+    return out
+
+
+def _tool_result(message: dict[str, Any], at: str, calls: dict[str, str]) -> dict[str, str]:
+    call_id = message.get("tool_call_id")
+    if call_id not in calls:
+        raise TrainingDataError(
+            f"{at} is a tool result for tool_call_id {call_id!r}, which no earlier assistant "
+            f"call has (calls so far: {sorted(calls)}); a result must follow its call")
+    name = message.get("name") or calls[call_id]
+    return {"tool_call_id": call_id, "name": name}
+
+
+def _tools(row: dict[str, Any], where: str, *parts: list[dict[str, Any]]
+           ) -> list[dict[str, Any]] | None:
+    """The row's tool specs, checked against the calls its messages make (None: no tools)."""
+    called = {c["function"]["name"] for part in parts for m in part
+              for c in m.get("tool_calls", ())}
+    used = called or any(m["role"] == "tool" for part in parts for m in part)
+    value = row.get("tools")
+    if not value:
+        if used:
+            raise TrainingDataError(f'{where}: the row calls tools but has no "tools" list; add '
+                                    "the OpenAI specs of the tools the model was offered")
+        return None
+    if not isinstance(value, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str) for t in value):
+        raise TrainingDataError(
+            f'{where}: "tools" must be a list of OpenAI function specs '
+            '({"type": "function", "function": {"name": ..., "parameters": {...}}}), got '
+            f"{value!r:.120}")
+    names = {t["function"]["name"] for t in value}
+    unknown = sorted(called - names)
+    if unknown:
+        raise TrainingDataError(f'{where}: the row calls {unknown}, which its "tools" list '
+                                f"does not offer ({sorted(names)}); add their specs")
+    return value
+
+
+def _assistant_answer(messages: list[dict[str, Any]], where: str, key: str, *,
+                      call_ends: bool = False) -> None:
+    """The last message is the assistant's non-empty answer (or, with ``call_ends``, a call)."""
+    last = messages[-1]
+    if last["role"] != "assistant":
         raise TrainingDataError(
             f"{where}: the last message must be the assistant's answer, got role "
-            f"{messages[-1]['role']!r}; {key} rows end with the response to learn")
-    if not messages[-1]["content"].strip():
+            f"{last['role']!r}; {key} rows end with the response to learn")
+    if last.get("tool_calls"):
+        if call_ends:
+            return
+        raise TrainingDataError(f"{where}: the last message of {key!r} is a tool call; an "
+                                "episode ends with the assistant's text answer")
+    if not last["content"].strip():
         raise TrainingDataError(f"{where}: the assistant's answer in {key!r} is empty; "
                                 "drop the row or give it an answer")
 
 
 def read_sft_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """``sft.jsonl`` rows as TRL conversational prompt-completion rows (see the module doc)."""
+    """``sft.jsonl`` rows, checked: plain rows as TRL prompt-completion rows, tool rows whole.
+
+    A tool-calling row (one with ``tools``) comes back as ``{"messages",
+    "tools"}``; :mod:`~agentic_loop.distill.train.tool_format` splits it into
+    one prompt-completion row per assistant turn once the tokenizer is known.
+    """
     path = Path(path)
     rows = []
     for number, row in _lines(path):
@@ -148,16 +258,24 @@ def read_sft_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise TrainingDataError(f'{where}: an SFT row needs "messages" (TRL conversational '
                                     f"format), got keys {sorted(row)}")
         messages = _messages(row["messages"], where, "messages")
+        tools = _tools(row, where, messages)
         _assistant_answer(messages, where, "messages")
         if len(messages) < 2:
             raise TrainingDataError(f"{where}: an SFT row needs a prompt before the answer; "
                                     "add the user message")
-        rows.append({"prompt": messages[:-1], "completion": messages[-1:]})
+        if tools is not None:
+            rows.append({"messages": messages, "tools": tools})
+        else:
+            rows.append({"prompt": messages[:-1], "completion": messages[-1:]})
     return rows
 
 
 def read_pair_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """``pairs.jsonl`` rows as TRL conversational preference rows (extra keys dropped)."""
+    """``pairs.jsonl`` rows as TRL conversational preference rows (extra keys dropped).
+
+    A tool-calling pair keeps its ``tools``; its rejected episode may end on a
+    call (one cut off at the step limit), its chosen one ends with an answer.
+    """
     path = Path(path)
     rows = []
     for number, row in _lines(path):
@@ -166,15 +284,18 @@ def read_pair_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         if missing:
             raise TrainingDataError(f"{where}: a preference row needs prompt, chosen and rejected; "
                                     f"missing {missing}")
-        prompt = _messages(row["prompt"], where, "prompt")
-        chosen = _messages(row["chosen"], where, "chosen")
-        rejected = _messages(row["rejected"], where, "rejected")
+        calls: dict[str, str] = {}
+        prompt = _messages(row["prompt"], where, "prompt", calls)
+        chosen = _messages(row["chosen"], where, "chosen", dict(calls))
+        rejected = _messages(row["rejected"], where, "rejected", dict(calls))
+        tools = _tools(row, where, prompt, chosen, rejected)
         _assistant_answer(chosen, where, "chosen")
-        _assistant_answer(rejected, where, "rejected")
+        _assistant_answer(rejected, where, "rejected", call_ends=tools is not None)
         if chosen == rejected:
             raise TrainingDataError(f"{where}: chosen and rejected are identical; the pair "
                                     "teaches nothing")
-        rows.append({"prompt": prompt, "chosen": chosen, "rejected": rejected})
+        pair = {"prompt": prompt, "chosen": chosen, "rejected": rejected}
+        rows.append(pair if tools is None else {**pair, "tools": tools})
     return rows
 
 
