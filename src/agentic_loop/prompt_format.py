@@ -153,9 +153,7 @@ class DraftPrompt(BaseModel):
     def _without_empty_steps(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # a prompt without few-shot episodes is recorded exactly as before they existed
         data: dict[str, Any] = handler(self)
-        if not self.shot_steps:
-            data.pop("shot_steps", None)
-        return data
+        return data if self.shot_steps else {k: v for k, v in data.items() if k != "shot_steps"}
 
     @classmethod
     def of_messages(cls, messages: Sequence[Any]) -> DraftPrompt:

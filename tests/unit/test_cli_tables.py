@@ -133,7 +133,9 @@ def test_export_summary_fits(screen: tuple[Console, list[Table]]):
         pii=SimpleNamespace(redactions={"EMAIL_ADDRESS": 3, "PHONE_NUMBER": 1},
                                          mode="redact"),
         problems=[], manifest_path=Path("/tmp/x/manifest.json"), sft_rows=57,
-        sft_path=Path("/tmp/x/sft.jsonl"), pairs=12, pairs_path=Path("/tmp/x/pairs.jsonl"))
+        sft_path=Path("/tmp/x/sft.jsonl"), pairs=12, pairs_path=Path("/tmp/x/pairs.jsonl"),
+        manifest={"episodes": {"sft": {"rows": 9, "tool_calls": 14,
+                                       "tools": {"calculator": 11, "lookup": 3}}}})
     _print_summary(report)  # type: ignore[arg-type]
     _check(*screen)
 

@@ -34,8 +34,8 @@ def test_sft_keeps_accepted_finals_and_distinct_accepted_drafts() -> None:
     ]
     assert [(s.name, s.before, s.after) for s in log.steps] == [
         ("sft candidates", 8, 8), ("failed check", 8, 5), ("guard flags", 5, 5),
-        ("score threshold", 5, 5), ("exact duplicates", 5, 5), ("near duplicates", 5, 4),
-        ("per-task cap", 4, 4)]
+        ("broken episodes", 5, 5), ("score threshold", 5, 5), ("conversation length", 5, 5),
+        ("exact duplicates", 5, 5), ("near duplicates", 5, 4), ("per-task cap", 4, 4)]
     assert log.drops == {"sft rows": {"failed_check": 3}}  # the 3 failing drafts
 
 

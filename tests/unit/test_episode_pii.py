@@ -39,8 +39,9 @@ def gate() -> PiiGate:
     return PiiGate("regex")
 
 
-def crm_episode(answer: str = "The parcel ships Monday.") -> Episode:
-    """An agent looked a customer up by e-mail; the tool returned the e-mail and two keys."""
+def crm_episode(answer: str = "The parcel ships Monday.", *, refused: bool = True) -> Episode:
+    """An agent looked a customer up by e-mail; the tool returned the e-mail and two keys (the
+    deploy tool refused the token in an error, unless ``refused`` is False)."""
     return Episode(steps=[
         ModelStep(text="Looking the customer up.", tool_calls=[
             ToolCall(name="crm_lookup", args={"email": EMAIL, "fields": ["parcel", EMAIL]},
@@ -50,8 +51,11 @@ def crm_episode(answer: str = "The parcel ships Monday.") -> Episode:
                  content=f"customer {EMAIL}; parcel ships Monday; api_key={KEY}"),
         ModelStep(tool_calls=[ToolCall(name="deploy", args={"token": GITHUB}, id="c2")]),
         ToolStep(call_id="c2", name="deploy", args={"token": GITHUB},
-                 error=f"refused token {GITHUB} for {EMAIL}"),
-        ModelStep(text=answer)], final=answer, system=f"Tools: crm_lookup. Admin {EMAIL}")
+                 **({"error": f"refused token {GITHUB} for {EMAIL}"} if refused
+                    else {"content": f"deployed with {GITHUB} for {EMAIL}"})),
+        ModelStep(text=answer)], final=answer, system=f"Tools: crm_lookup. Admin {EMAIL}",
+        tools=[{"type": "function", "function": {"name": name, "parameters": {}}}
+               for name in ("crm_lookup", "deploy")])
 
 
 def strings(obj: object) -> list[str]:
@@ -88,7 +92,7 @@ def episode_run() -> Trajectory:
                     "Ships Monday."), alternatives=[Candidate(
                         draft="Monday.", score=3.0, episode=crm_episode("Monday."))]),
                 Round(iteration=1, draft="The parcel ships Monday.", score=9.0, passed=True,
-                      episode=crm_episode())],
+                      episode=crm_episode(refused=False))],
         final_output="The parcel ships Monday.", final_score=9.0, accepted=True, latency_s=1.0)
 
 
@@ -136,7 +140,8 @@ def test_the_gate_sees_every_text_of_a_few_shot_episode(gate: PiiGate) -> None:
 def test_a_rounds_episode_is_redacted_wherever_the_run_goes(tmp_path: Path,
                                                             gate: PiiGate) -> None:
     run = episode_run()
-    assert len(run_episode_texts(run)) == 3 * len(episode_texts(crm_episode()))
+    fields = [name for name, _ in run_episode_texts(run) if ".tools[" not in name]
+    assert len(fields) == 3 * len(episode_texts(crm_episode()))  # and the tools' schemas
     result = redact_runs([run], gate)
     assert result.dropped == []
     [out] = result.kept
@@ -148,7 +153,8 @@ def test_a_rounds_episode_is_redacted_wherever_the_run_goes(tmp_path: Path,
     assert out.rounds[0].alternatives[0].episode is not None
     report = export_datasets([write_log(tmp_path / "logs", [run])], tmp_path / "out", pii=gate,
                              embedder=HashingEmbedder(), dedup_threshold=None)
-    assert report.sft_rows == 1
+    # the accepted round's episode is an SFT row; the refused deploy is the pair's rejected side
+    assert (report.sft_rows, report.pairs) == (1, 1)
     for file in (tmp_path / "out").iterdir():
         assert leaked(file.read_text()) == [], file.name
 

@@ -40,6 +40,11 @@ PLANTED = (EMAIL, KEY, NOTE, CUT, PARCEL)
 BOB_OWN = ("Skyloft Kites order book", "Festival of kites and sky")
 
 
+#: the schemas the agents were offered (an export trains only on episodes that recorded them)
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+         for name in ("crm_lookup", "history")]
+
+
 def alice_episode() -> Episode:
     long_result = CUT + "; " + "history line. " * (SHOT_RESULT_CHARS // 10)
     return Episode(steps=[
@@ -50,7 +55,7 @@ def alice_episode() -> Episode:
         ModelStep(tool_calls=[ToolCall(name="history", args={"of": EMAIL}, id="c2")]),
         ToolStep(call_id="c2", name="history", args={"of": EMAIL}, content=long_result),
         ModelStep(text="Your parcel ships from the depot on Monday.")],
-        final="Your parcel ships from the depot on Monday.")
+        final="Your parcel ships from the depot on Monday.", tools=TOOLS)
 
 
 def bob_episode() -> Episode:
@@ -58,7 +63,7 @@ def bob_episode() -> Episode:
     return Episode(steps=[
         ModelStep(tool_calls=[ToolCall(name="crm_lookup", args={"email": EMAIL}, id="b1")]),
         ToolStep(call_id="b1", name="crm_lookup", args={"email": EMAIL}, content=BOB_OWN[0]),
-        ModelStep(text=BOB_OWN[1])], final=BOB_OWN[1])
+        ModelStep(text=BOB_OWN[1])], final=BOB_OWN[1], tools=TOOLS)
 
 
 def _grep(root: Path, values: tuple[str, ...]) -> dict[str, list[str]]:

@@ -150,6 +150,11 @@ def _print_summary(report: ExportReport) -> None:
     if len(report.problems) > 10:
         err_console.print(f"[yellow]warning:[/] {len(report.problems) - 10} more problems: see "
                           f"{escape(str(report.manifest_path))}", highlight=False, soft_wrap=True)
+    agents = report.manifest.get("episodes", {}).get("sft", {})
+    if agents.get("rows"):  # agent episodes: how much tool use the SFT rows teach
+        used = ", ".join(f"{name} {n}" for name, n in agents.get("tools", {}).items())
+        console.print(f"{agents['rows']} SFT rows are agent episodes: {agents['tool_calls']} "
+                      f"tool calls ({escape(used)})", highlight=False, soft_wrap=True)
     console.print(f"wrote {report.sft_rows} SFT rows ({_where(report.sft_path)}), "
                   f"{report.pairs} DPO pairs ({_where(report.pairs_path)}), "
                   f"manifest {escape(str(report.manifest_path))}", highlight=False, soft_wrap=True)

@@ -16,7 +16,9 @@ how many items came in, how many went on, and why. Filters on runs:
 
 Filters on samples: :func:`keep_trainable` (only samples whose checks all held
 and on which no reward-hacking guard fired train; each drop is counted by
-its rule in :attr:`CurationLog.drops`), :func:`score_threshold`, :func:`drop_exact_duplicates`,
+its rule in :attr:`CurationLog.drops`), :func:`keep_sound_episodes` (an agent's
+broken episode, a call without a result, a tool error, no answer, never trains),
+:func:`score_threshold`, :func:`drop_exact_duplicates`,
 :func:`drop_near_duplicates` (embedding cosine on both prompt and response),
 :func:`cap_per_task` (diversity: no task floods the set).
 
@@ -41,6 +43,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from agentic_loop.distill.data.episode_rows import episode_problem
 from agentic_loop.distill.data.samples import Sample, invalid_scores, task_key
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.embeddings import TextEmbedder
@@ -58,6 +61,7 @@ __all__ = [
     "drop_near_duplicates",
     "filter_consent",
     "filter_k_anonymity",
+    "keep_sound_episodes",
     "keep_trainable",
     "latency_bound",
     "score_threshold",
@@ -283,6 +287,39 @@ def keep_trainable(items: Sequence[T], sample_of: Callable[[T], Sample], log: Cu
                     "no guard flag")
 
 
+def keep_sound_episodes(items: Sequence[T], sample_of: Callable[[T], Sample], log: CurationLog,
+                        unit: str, side: str = "") -> list[T]:
+    """The items whose sample is a plain answer or an unbroken agent episode, in one logged
+    step (``"broken episodes"``, ``side`` prefixing it as in :func:`keep_trainable`).
+
+    A trainer would learn a broken tool path (a call left unanswered, a tool error, a tool
+    the model was not offered, an episode stopped by its step limit) as a good one, so each
+    is dropped, counted by why (``broken_episode:<rule>``, the rules of
+    :func:`~agentic_loop.distill.data.episode_rows.episode_problem`).
+
+    >>> from agentic_loop.episodes import Episode
+    >>> broken = Sample("t", "r", 0.9, "round", "run", 0, "m",
+    ...                 episode=Episode(final="r", stop_reason="step_limit"))
+    >>> log = CurationLog()
+    >>> kept = keep_sound_episodes([broken, Sample("t", "r", 0.9, "round", "run", 0, "m")],
+    ...                            lambda s: s, log, "sft rows")
+    >>> len(kept), log.drops
+    (1, {'sft rows': {'broken_episode:stopped_step_limit': 1}})
+    """
+    prefix = f"{side} " if side else ""
+    rule = f"{side}_" if side else ""
+    sound = []
+    for item in items:
+        sample = sample_of(item)
+        why = episode_problem(sample.episode, sample.response) if sample.episode else None
+        if why is None:
+            sound.append(item)
+        else:
+            log.count_drop(unit, f"{rule}broken_episode:{why}")
+    return log.keep(f"{prefix}broken episodes", unit, items, sound,
+                    "every call answered, no tool error, an answer")
+
+
 def score_threshold(samples: Sequence[Sample], min_score: float) -> list[Sample]:
     """Samples whose reward reaches ``min_score`` (on the [0, 1] scale)."""
     return [s for s in samples if s.reward >= min_score]
@@ -301,7 +338,8 @@ def drop_exact_duplicates(items: Sequence[T], key: Callable[[T], Hashable]) -> l
 
 
 def drop_near_duplicates(
-    samples: Sequence[Sample], embedder: TextEmbedder, threshold: float = 0.95
+    samples: Sequence[Sample], embedder: TextEmbedder, threshold: float = 0.95,
+    answer: Callable[[Sample], str] = lambda s: s.response,
 ) -> list[Sample]:
     """Greedy near-duplicate removal, in the given order (sort best first).
 
@@ -309,14 +347,15 @@ def drop_near_duplicates(
     response whose cosine similarities to its own both reach ``threshold``:
     two different good answers to one task both stay (distinct drafts are
     what rejection sampling wants), and so do two similar answers to
-    different tasks.
+    different tasks. ``answer`` gives the response text compared (an agent's: its tool
+    calls and its answer).
     """
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"the near-duplicate threshold is a cosine in (0, 1], got {threshold!r}")
     if len(samples) < 2:
         return list(samples)
     prompts = list(dict.fromkeys(s.prompt for s in samples))
-    responses = list(dict.fromkeys(s.response for s in samples))
+    responses = list(dict.fromkeys(answer(s) for s in samples))
     p_row = {p: i for i, p in enumerate(prompts)}
     r_row = {r: i for i, r in enumerate(responses)}
     p_vec = embedder.embed(prompts)
@@ -325,7 +364,7 @@ def drop_near_duplicates(
     kept_by_prompt: dict[int, list[int]] = defaultdict(list)  # prompt row -> kept response rows
     kept = []
     for s in samples:
-        p, r = p_row[s.prompt], r_row[s.response]
+        p, r = p_row[s.prompt], r_row[answer(s)]
         near = [row for q in neighbours[p] for row in kept_by_prompt.get(q, ())]
         if near and float(np.max(r_vec[near] @ r_vec[r])) >= threshold:
             continue

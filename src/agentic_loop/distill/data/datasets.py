@@ -25,6 +25,13 @@ score. What each rule dropped is counted in the log's ``drops``.
 The losing samples of a best-of-n round (``source="alternative"``) count like
 drafts: an accepted one is one more distinct correct answer.
 
+A draft an agent wrote (``Sample.episode``) is a row of its whole tool-calling
+conversation (:mod:`~agentic_loop.distill.data.episode_rows`: model calls with
+``tool_calls``, ``tool`` results, a simulated user's turns, the answer), with a
+``tools`` column and ``metadata.episode`` counts. A broken episode never trains;
+agent rows are duplicates when task, tool calls and answer are; a row longer than
+``max_chars`` (the whole conversation) is dropped.
+
 DPO pairs (same prompt, chosen = highest reward among the samples that may
 train, rejected = lowest): the chosen response passed every check, raised
 no guard flag and reaches ``min_score``; the rejected one failed a check
@@ -40,6 +47,10 @@ scale. Failing samples are what rejected sides are made of. From three sources:
     one best-of-n round: the best of its samples against the worst, two
     answers to the same prompt from the same model at the same moment, told
     apart by the checks alone.
+
+Between two episodes the prompt goes on with the steps they share (same calls,
+arguments and results) up to the first that differs; chosen and rejected are the
+rest of each (a pair whose rests are the same is dropped: ``identical_sides``).
 
 Example:
     >>> from agentic_loop.distill.data.curate import CurationLog
@@ -63,19 +74,34 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
+from functools import cached_property
+from typing import Any, Literal
 
 from agentic_loop.distill.data.curate import (
     CurationLog,
     cap_per_task,
     drop_exact_duplicates,
     drop_near_duplicates,
+    keep_sound_episodes,
     keep_trainable,
     score_threshold,
 )
-from agentic_loop.distill.data.samples import Sample, SampleSource, task_key
+from agentic_loop.distill.data.episode_rows import (
+    EpisodeMeta,
+    Message,
+    OmitsAbsent,
+    answer_messages,
+    answer_text,
+    episode_meta_of,
+    fits_within,
+    is_sound,
+    pair_problem,
+    row_tools,
+    same_row_key,
+    side_key,
+    split_shared,
+)
+from agentic_loop.distill.data.samples import Sample, SampleSource
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.embeddings import TextEmbedder
 
@@ -93,21 +119,13 @@ __all__ = [
 PairSource = Literal["samples", "refine", "best_of_n"]
 
 
-class Message(BaseModel):
-    """One chat message, as TRL's conversational format has it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
 def _messages(sample: Sample) -> list[Message]:
     """A sample's prompt as messages (system, user, assistant shots).
 
     A few-shot *episode* in the prompt (an exemplar shown with its tool calls) keeps its
     task and its accepted answer: its tool turns, and the assistant turns that called
-    them, are left out, since these rows hold no tool messages.
+    them, are left out, since the prompt recorded them as text (no call ids or arguments
+    to make tool messages of).
 
     >>> from agentic_loop.distill.data.samples import Sample
     >>> s = Sample(prompt="q", response="a", reward=1.0, source="final", trajectory_id="t",
@@ -124,8 +142,10 @@ def _messages(sample: Sample) -> list[Message]:
                      and turns[i + 1]["role"] == "tool")]
 
 
-class SftMeta(BaseModel):
+class SftMeta(OmitsAbsent):
     """Where an SFT row came from (``task``: the bare task, for tools that want it alone)."""
+
+    _omitted = frozenset({"episode"})
 
     task: str = ""
     source: SampleSource
@@ -135,17 +155,26 @@ class SftMeta(BaseModel):
     model_id: str
     #: every check of the task held (None: the task has no checks)
     passed: bool | None = None
+    #: what the row's episode did (absent: a plain answer)
+    episode: EpisodeMeta | None = None
 
 
-class SftRow(BaseModel):
-    """One SFT example: ``{"messages": [system, user, assistant], "metadata": {...}}``."""
+class SftRow(OmitsAbsent):
+    """One SFT example: ``{"messages": [system, user, assistant], "metadata": {...}}``; an
+    agent's row holds its tool calls and results between them, and ``tools``."""
+
+    _omitted = frozenset({"tools"})
 
     messages: list[Message]
+    #: the tools the agent was offered, as OpenAI function specs (absent: a plain answer)
+    tools: list[dict[str, Any]] | None = None
     metadata: SftMeta
 
 
-class PairMeta(BaseModel):
+class PairMeta(OmitsAbsent):
     """Where a preference pair came from, its task, and its two rewards."""
+
+    _omitted = frozenset({"chosen_episode", "rejected_episode", "shared_steps"})
 
     task: str = ""
     source: PairSource
@@ -159,17 +188,26 @@ class PairMeta(BaseModel):
     #: whether each side passed every check (None: the task has no checks)
     chosen_passed: bool | None = None
     rejected_passed: bool | None = None
+    #: what each side's episode did (absent: that side is a plain answer)
+    chosen_episode: EpisodeMeta | None = None
+    rejected_episode: EpisodeMeta | None = None
+    #: the episode steps both sides share, now at the end of the prompt (agents only)
+    shared_steps: int | None = None
 
 
-class PairRow(BaseModel):
+class PairRow(OmitsAbsent):
     """One DPO example: ``{"prompt": [system, user], "chosen": [assistant], "rejected": [...]}``.
 
-    The prompt is the chosen response's (both answer the same task).
+    The prompt is the chosen response's (both answer the same task), followed, between two
+    episodes, by the steps they share; ``tools`` as in :class:`SftRow`.
     """
+
+    _omitted = frozenset({"tools"})
 
     prompt: list[Message]
     chosen: list[Message]
     rejected: list[Message]
+    tools: list[dict[str, Any]] | None = None
     metadata: PairMeta
 
 
@@ -185,8 +223,30 @@ class _Pair:
         return round(self.chosen.reward - self.rejected.reward, 6)
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.chosen.key, task_key(self.chosen.response), task_key(self.rejected.response))
+    def key(self) -> tuple[Any, ...]:
+        return (self.chosen.key, same_row_key(self.chosen)[1:], same_row_key(self.rejected)[1:])
+
+    @cached_property
+    def split(self) -> tuple[list[Message], list[Message], list[Message], int | None]:
+        """The row's prompt, chosen and rejected messages, and how many steps the prompt took
+        from the episodes (None when neither side is one)."""
+        prompt = _messages(self.chosen)
+        chosen, rejected = answer_messages(self.chosen), answer_messages(self.rejected)
+        if self.chosen.episode is None and self.rejected.episode is None:
+            return prompt, chosen, rejected, None
+        shared: list[Message] = []
+        if self.chosen.episode is not None and self.rejected.episode is not None:
+            shared, chosen, rejected = split_shared(chosen, rejected)
+        return [*prompt, *shared], chosen, rejected, len(shared)
+
+    @cached_property
+    def tools(self) -> list[dict[str, Any]] | None:
+        return row_tools(self.chosen, self.rejected)
+
+    @cached_property
+    def problem(self) -> str | None:
+        """Why a trainer would refuse the row (see :func:`pair_problem`), or ``None``."""
+        return pair_problem(*self.split[:3], self.tools)
 
 
 def _best_first(samples: Sequence[Sample]) -> list[Sample]:
@@ -214,24 +274,33 @@ def sft_rows(
     embedder: TextEmbedder | None = None,
     dedup_threshold: float | None = 0.95,
     max_per_task: int | None = None,
+    max_chars: int | None = None,
 ) -> list[SftRow]:
     """The SFT set: accepted samples, deduplicated and capped, each step recorded in ``log``.
 
     Near-duplicate removal needs an ``embedder``; without one (or with
-    ``dedup_threshold=None``) only exact duplicates are removed.
+    ``dedup_threshold=None``) only exact duplicates are removed. ``max_chars``
+    bounds a row's whole conversation
+    (:func:`~agentic_loop.distill.data.episode_rows.conversation_chars`; ``None``: off).
     """
     unit = "sft rows"
     log.record("sft candidates", unit, len(samples), len(samples), "scored drafts and finals")
     items = keep_trainable(samples, lambda s: s, log, unit)
+    items = keep_sound_episodes(items, lambda s: s, log, unit)
     above = score_threshold(items, min_score)
     log.count_drop(unit, "below_threshold", len(items) - len(above))
     items = log.keep("score threshold", unit, items, above, f"reward >= {min_score:g}")
+    fits = fits_within(max_chars)
+    short = [s for s in items if fits([*_messages(s), *answer_messages(s)])]
+    log.count_drop(unit, "too_long", len(items) - len(short))
+    items = log.keep("conversation length", unit, items, short,
+                     f"at most {max_chars:,} characters" if max_chars is not None else "off")
     items = _best_first(items)
-    items = log.keep("exact duplicates", unit, items,
-                     drop_exact_duplicates(items, lambda s: (s.key, task_key(s.response))))
+    items = log.keep("exact duplicates", unit, items, drop_exact_duplicates(items, same_row_key),
+                     "same task, tool calls and answer")
     if embedder is not None and dedup_threshold is not None:
         items = log.keep("near duplicates", unit, items,
-                         drop_near_duplicates(items, embedder, dedup_threshold),
+                         drop_near_duplicates(items, embedder, dedup_threshold, answer_text),
                          f"prompt and response cosine >= {dedup_threshold:g} ({embedder.name})")
     else:
         log.record("near duplicates", unit, len(items), len(items), "off")
@@ -241,10 +310,11 @@ def sft_rows(
     order = _task_order(samples)
     return [
         SftRow(
-            messages=[*_messages(s), Message(role="assistant", content=s.response)],
+            messages=[*_messages(s), *answer_messages(s)],
+            tools=row_tools(s),
             metadata=SftMeta(task=s.prompt, source=s.source, trajectory_id=s.trajectory_id,
                              iteration=s.iteration, reward=s.reward, model_id=s.model_id,
-                             passed=s.passed),
+                             passed=s.passed, episode=episode_meta_of(s)),
         )
         for s in sorted(items, key=lambda s: order[s.key])  # stable: best first within a task
     ]
@@ -259,7 +329,8 @@ def _refine_candidates(samples: Sequence[Sample]) -> list[_Pair]:
     pairs = []
     for run in by_run.values():
         # best reward; on ties the final output, then the later draft (the end of a plateau)
-        chosen = max(run, key=lambda s: (s.trainable, s.reward, s.source == "final",
+        chosen = max(run, key=lambda s: (s.trainable and is_sound(s), s.reward,
+                                         s.source == "final",
                                          -1 if s.iteration is None else s.iteration))
         earlier = [s for s in run if s is not chosen and s.source == "round"
                    and (chosen.iteration is None
@@ -281,7 +352,8 @@ def _best_of_n_candidates(samples: Sequence[Sample]) -> list[_Pair]:
         losers = [s for s in group if s.source == "alternative"]
         if not losers:
             continue
-        chosen = max(group, key=lambda s: (s.trainable, s.reward, s.source != "alternative"))
+        chosen = max(group, key=lambda s: (s.trainable and is_sound(s), s.reward,
+                                           s.source != "alternative"))
         rejected = min((s for s in losers if s is not chosen), key=lambda s: s.reward,
                        default=None)
         if rejected is not None:
@@ -299,7 +371,7 @@ def _sample_candidates(samples: Sequence[Sample]) -> list[_Pair]:
     for group in finals.values():
         if len({s.trajectory_id for s in group}) < 2:
             continue
-        chosen = max(group, key=lambda s: (s.trainable, s.reward))
+        chosen = max(group, key=lambda s: (s.trainable and is_sound(s), s.reward))
         others = [s for s in group if s.trajectory_id != chosen.trajectory_id]
         pairs.append(_Pair(chosen, min(others, key=lambda s: s.reward), "samples"))
     return pairs
@@ -312,9 +384,10 @@ def preference_pairs(
     min_gap: float = 0.2,
     log: CurationLog,
     max_per_task: int | None = None,
+    max_chars: int | None = None,
 ) -> list[PairRow]:
     """The DPO set: refine-round, best-of-n and cross-sample pairs, filtered, each step
-    recorded in ``log``."""
+    recorded in ``log`` (``max_chars`` bounds the prompt with either side, as in sft_rows)."""
     if not 0.0 < min_gap <= 1.0:
         raise ConfigError(f"min_gap is a reward difference in (0, 1], got {min_gap!r}")
     unit = "pairs"
@@ -325,6 +398,7 @@ def preference_pairs(
                f"{len(refine)} from refine rounds, {len(best_of)} from best-of-n rounds, "
                f"{len(across)} across samples of a task")
     pairs = keep_trainable(pairs, lambda p: p.chosen, log, unit, side="chosen")
+    pairs = keep_sound_episodes(pairs, lambda p: p.chosen, log, unit, side="chosen")
     above = [p for p in pairs if p.chosen.reward >= min_score]
     log.count_drop(unit, "chosen_below_threshold", len(pairs) - len(above))
     pairs = log.keep("chosen meets min_score", unit, pairs, above,
@@ -334,10 +408,21 @@ def preference_pairs(
     pairs = log.keep("min gap", unit, pairs, worse,
                      f"chosen - rejected >= {min_gap:g}, or rejected failed a check "
                      "and scores lower")
-    distinct = [p for p in pairs if p.key[1] != p.key[2]]
+    distinct = [p for p in pairs if side_key(p.split[1]) != side_key(p.split[2])]
+    log.count_drop(unit, "identical_sides", len(pairs) - len(distinct))
     pairs = log.keep("duplicate pairs", unit, pairs,
                      drop_exact_duplicates(distinct, lambda p: p.key),
-                     "same prompt, chosen and rejected; or chosen text equal to rejected")
+                     "same prompt, chosen and rejected; or chosen equal to rejected "
+                     "(after the steps they share)")
+    for why in (p.problem for p in pairs if p.problem is not None):
+        log.count_drop(unit, why)
+    pairs = log.keep("trainer format", unit, pairs, [p for p in pairs if p.problem is None],
+                     "every result answers a call, every call's tool has a schema")
+    fits = fits_within(max_chars)
+    short = [p for p in pairs if fits(p.split[0] + p.split[1]) and fits(p.split[0] + p.split[2])]
+    log.count_drop(unit, "too_long", len(pairs) - len(short))
+    pairs = log.keep("conversation length", unit, pairs, short,
+                     f"at most {max_chars:,} characters" if max_chars is not None else "off")
     pairs = sorted(pairs, key=lambda p: -p.gap)
     capped = cap_per_task(pairs, max_per_task, lambda p: p.chosen.key)
     note = f"at most {max_per_task} per task, widest gaps first" if max_per_task else "off"
@@ -346,15 +431,19 @@ def preference_pairs(
     pairs.sort(key=lambda p: (order[p.chosen.key], -p.gap))
     return [
         PairRow(
-            prompt=_messages(p.chosen),
-            chosen=[Message(role="assistant", content=p.chosen.response)],
-            rejected=[Message(role="assistant", content=p.rejected.response)],
+            prompt=p.split[0],
+            chosen=p.split[1],
+            rejected=p.split[2],
+            tools=p.tools,
             metadata=PairMeta(
                 task=p.chosen.prompt, source=p.source, gap=p.gap, chosen_reward=p.chosen.reward,
                 rejected_reward=p.rejected.reward, chosen_trajectory_id=p.chosen.trajectory_id,
                 rejected_trajectory_id=p.rejected.trajectory_id,
                 chosen_iteration=p.chosen.iteration, rejected_iteration=p.rejected.iteration,
                 chosen_passed=p.chosen.passed, rejected_passed=p.rejected.passed,
+                chosen_episode=episode_meta_of(p.chosen),
+                rejected_episode=episode_meta_of(p.rejected),
+                shared_steps=p.split[3],
             ),
         )
         for p in pairs

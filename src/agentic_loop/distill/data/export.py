@@ -7,17 +7,24 @@ and turned into an SFT set and DPO pairs (see
 :mod:`agentic_loop.distill.data.datasets`). The output folder gets:
 
 ``sft.jsonl``
-    ``{"messages": [system, user, assistant], "metadata": {...}}`` rows.
+    ``{"messages": [system, user, assistant], "metadata": {...}}`` rows; an agent's row
+    holds its episode (``tool_calls``, ``tool`` results) and ``tools``, as TRL reads them.
 ``pairs.jsonl``
     ``{"prompt": [system, user], "chosen": [assistant], "rejected": [assistant],
     "metadata": {...}}`` rows (left out when there are no pairs: an empty file
-    cannot be loaded).
+    cannot be loaded); between two episodes the prompt holds the steps they share.
 ``manifest.json``
     sources and hashes, counts after each filter, redactions per entity type and
     per recognizer (never a value), records dropped as unsafe, how often each
     reward-hacking guard fired, what each training rule dropped (``dropped``:
-    only samples that passed every check, raised no guard flag and reach the
-    threshold train), versions (the secret rule set's included), options.
+    only samples that passed every check, raised no guard flag, reach the
+    threshold and, for agents, hold an unbroken episode train), what the agents'
+    rows hold (``episodes``), versions (the secret rule set's included), options.
+
+Agents' rows come from the gated copy of each run (tool arguments and results pass the PII
+gate), no longer than the gate's ``max_chars`` (the whole conversation counts). An episode
+whose recorder saw no tool schemas gets the package's schemas of the ready tools it called
+(a trainer needs them); one calling any other tool cannot train.
 
 Everything is computed before anything is written; each file is replaced
 atomically. Before the first file is written, the folder is recorded as a
@@ -51,6 +58,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,6 +79,7 @@ from agentic_loop.distill.data.datasets import PairRow, SftRow, preference_pairs
 from agentic_loop.distill.data.errors import EmptyExportError, ExportError
 from agentic_loop.distill.data.manifest import (
     drop_counts,
+    episode_counts,
     guard_counts,
     rubric_versions,
     write_manifest,
@@ -90,6 +99,7 @@ from agentic_loop.distill.data.sources import (
     read_runs,
     sha256_file,
 )
+from agentic_loop.episodes import Episode
 from agentic_loop.jsonl_log import write_jsonl
 from agentic_loop.memory.embeddings import TextEmbedder
 from agentic_loop.paths import make_dir
@@ -122,6 +132,10 @@ _HINTS = {
     "k-anonymity": "lower --k-anonymity",
     "failed check": "only samples whose checks all hold train; sample more (improve --samples)",
     "guard flags": "flagged samples (repetition, recital, padding, copies) never train",
+    "broken episodes": "a broken tool path never trains (the manifest's dropped field: why)",
+    "chosen broken episodes": "a chosen episode must be unbroken",
+    "conversation length": "a row is at most the PII gate's max_chars long",
+    "trainer format": "a side whose results answer no call or tools lack schemas cannot train",
     "score threshold": "lower --min-score",
     "chosen failed check": "a chosen response must pass every check",
     "chosen guard flags": "a flagged response is never chosen",
@@ -325,12 +339,14 @@ def export_datasets(
                     f"task pattern shared by >= {k_anonymity} users" if k_anonymity else "off")
 
     stage("building datasets")
+    pool = [with_package_tools(t) for t in pool]
     samples = [s for t in pool
                for s in trajectory_samples(t, reward, include_exemplars=include_exemplars)]
     sft = sft_rows(samples, min_score=min_score, log=log, embedder=embedder,
-                   dedup_threshold=dedup_threshold, max_per_task=max_per_task)
+                   dedup_threshold=dedup_threshold, max_per_task=max_per_task,
+                   max_chars=gate.max_chars)
     pairs = preference_pairs(samples, min_score=min_score, min_gap=min_gap, log=log,
-                             max_per_task=max_per_task)
+                             max_per_task=max_per_task, max_chars=gate.max_chars)
     if not sft and not pairs:
         raise EmptyExportError(_empty_message(log, problems))
 
@@ -362,6 +378,7 @@ def export_datasets(
         "redactions_by_recognizer": dict(sorted(redacted.report.recognizers.items())),
         "guards": guard_counts(pool),
         "dropped": drop_counts(log.drops),
+        "episodes": episode_counts(sft, pairs),
         "prompt_format": prompt_format(pool, include_exemplars),
         "rubric_versions": rubric_versions(pool),
         "trajectory_schema_versions": _schema_versions(pool),
@@ -369,6 +386,34 @@ def export_datasets(
     })
     return ExportReport(out, len(sft), len(pairs), list(log.steps), redacted.report,
                         redacted.dropped, problems, sources, manifest, manifest["dropped"])
+
+
+@functools.cache
+def _ready_schemas() -> dict[str, dict[str, Any]]:
+    """The package's ready tools' schemas by tool name (built once: the same for every run)."""
+    from agentic_loop.models.tools import tool_specs
+    from agentic_loop.tools import READY_TOOLS
+
+    tools = [make() for make in READY_TOOLS.values()]
+    return {tool.name: spec for tool, spec in zip(tools, tool_specs(tools), strict=True)}
+
+
+def with_package_tools(run: Trajectory) -> Trajectory:
+    """``run`` with each episode that called tools but recorded no schemas given the package's
+    schemas of the ready tools it called (unchanged when it called any other tool)."""
+    def filled(episode: Episode | None) -> Episode | None:
+        if episode is None or episode.tools is not None:
+            return episode
+        names = dict.fromkeys(c.name for s in episode.model_steps for c in s.tool_calls)
+        known = _ready_schemas() if names else {}
+        if not names or not set(names) <= set(known):
+            return episode
+        return episode.model_copy(update={"tools": [known[n] for n in names]})
+
+    return run.model_copy(update={"rounds": [r.model_copy(update={
+        "episode": filled(r.episode), "alternatives": [
+            c.model_copy(update={"episode": filled(c.episode)}) for c in r.alternatives]})
+        for r in run.rounds]})
 
 
 def _write(path: Path, rows: Sequence[SftRow] | Sequence[PairRow],

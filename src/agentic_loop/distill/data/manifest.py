@@ -8,8 +8,9 @@ never holds a redacted value), how often each reward-hacking guard fired
 in the exported rounds, what each training rule dropped (``dropped``: a
 sample that failed a check, one a guard flagged, one below the score
 threshold, a pair whose rejected side was not worse), the rubric versions
-and trajectory schema versions of the runs used, the options, and the hash
-of each output file.
+and trajectory schema versions of the runs used, what the agents' rows hold
+(``episodes``: rows, model steps, tool calls and the tools that ran, for the
+SFT set and the pairs), the options, and the hash of each output file.
 It is written last, so a manifest always describes complete outputs.
 
 Example:
@@ -31,10 +32,12 @@ from typing import Any
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
+from agentic_loop.distill.data.datasets import PairRow, SftRow
+from agentic_loop.distill.data.episode_rows import EpisodeMeta
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["MANIFEST_SCHEMA_VERSION", "describe_drops", "drop_counts", "guard_counts",
-           "rubric_versions", "write_manifest"]
+__all__ = ["MANIFEST_SCHEMA_VERSION", "describe_drops", "drop_counts", "episode_counts",
+           "guard_counts", "rubric_versions", "write_manifest"]
 
 #: Version of the export's file layout and manifest fields; bumped on incompatible changes.
 MANIFEST_SCHEMA_VERSION = 1
@@ -71,6 +74,36 @@ def guard_counts(runs: Sequence[Trajectory]) -> dict[str, Any]:
     return {"rounds": rounds, "rounds_flagged": flagged, "fired": dict(sorted(fired.items()))}
 
 
+def _tally(episodes: Sequence[EpisodeMeta]) -> dict[str, Any]:
+    tools: Counter[str] = Counter()
+    for e in episodes:
+        tools.update(e.tools_called)
+    return {"model_steps": sum(e.model_steps for e in episodes),
+            "tool_calls": sum(e.tool_calls for e in episodes),
+            "user_turns": sum(e.user_turns or 0 for e in episodes),
+            "tools": dict(sorted(tools.items()))}
+
+
+def episode_counts(sft: Sequence[SftRow], pairs: Sequence[PairRow]) -> dict[str, Any]:
+    """The manifest's ``episodes`` field: how many rows are agents' episodes, their model
+    steps, tool calls, simulated user turns and the tools that ran (name -> times), for the SFT
+    set and the pairs (both sides of a pair counted, ``episodes`` of them).
+
+    >>> from agentic_loop.distill.data.datasets import SftMeta
+    >>> meta = SftMeta(source="final", trajectory_id="t", iteration=0, reward=1.0, model_id="m",
+    ...                episode=EpisodeMeta(model_steps=2, tool_calls=1, tools_called=["calc"]))
+    >>> episode_counts([SftRow(messages=[], metadata=meta)], [])["sft"]
+    {'rows': 1, 'model_steps': 2, 'tool_calls': 1, 'user_turns': 0, 'tools': {'calc': 1}}
+    """
+    sft_episodes = [r.metadata.episode for r in sft if r.metadata.episode is not None]
+    sides = [[e for e in (p.metadata.chosen_episode, p.metadata.rejected_episode)
+              if e is not None] for p in pairs]
+    return {"sft": {"rows": len(sft_episodes), **_tally(sft_episodes)},
+            "pairs": {"rows": sum(bool(s) for s in sides),
+                      "episodes": sum(len(s) for s in sides),
+                      **_tally([e for s in sides for e in s])}}
+
+
 def drop_counts(drops: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """The manifest's ``dropped`` field: per output (``sft``, ``pairs``), what each rule removed.
 
@@ -86,13 +119,18 @@ def describe_drops(dropped: dict[str, dict[str, int]]) -> str:
 
     >>> describe_drops({"sft": {"failed_check": 3, "guard:recital": 1}, "pairs": {}})
     'not trained on: SFT rows: 3 failed a check, 1 flagged recital'
+    >>> describe_drops({"pairs": {"chosen_broken_episode:tool_error": 2}})
+    'not trained on: pairs: 2 chosen broken episode (tool error)'
     """
     words = {"failed_check": "failed a check", "below_threshold": "below the score threshold",
-             "rejected_not_worse": "rejected side not worse"}
+             "rejected_not_worse": "rejected side not worse", "too_long": "too long",
+             "identical_sides": "sides identical"}
 
     def say(rule: str) -> str:
         side, _, rest = rule.partition("_") if rule.startswith("chosen_") else ("", "", rule)
-        text = (f"flagged {rest.removeprefix('guard:')}" if rest.startswith("guard:")
+        kind, _, why = rest.partition(":")
+        text = (f"flagged {why}" if kind == "guard"
+                else f"broken episode ({why.replace('_', ' ')})" if kind == "broken_episode"
                 else words.get(rest, rest.replace("_", " ")))
         return f"chosen {text}" if side else text
 

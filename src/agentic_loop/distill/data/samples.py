@@ -30,8 +30,10 @@ plain task, which is what it will be asked. ``include_exemplars`` keeps them as
 they were sent (a few-shot episode's tool calls and results too); a run logged before
 prompts were recorded gets it rebuilt from its task and rubric (:func:`with_fresh_prompt`).
 The PII gate sees every text of those prompts (:func:`prompt_texts`) and of the run's agent
-episodes (:func:`run_episode_texts`; no row is built from a round's episode yet). Drafts cut
-at the output limit are not what the model wrote and give no sample.
+episodes (:func:`run_episode_texts`). A draft an agent wrote carries its episode
+(``Sample.episode``: from the gated copy of the run, so redacted), from which its rows are the
+whole tool-calling conversation. Drafts cut at the output limit are not what the model wrote
+and give no sample.
 
 Example:
     >>> from agentic_loop.trajectories import Round, Trajectory
@@ -53,12 +55,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentic_loop.distill.data.reward import composite_reward
 from agentic_loop.distill.data.verdicts import SampleJudge, saved_rubric
-from agentic_loop.episodes import Episode, ModelStep
+from agentic_loop.episodes import Episode, ModelStep, ToolStep
 from agentic_loop.errors import ConfigError
 from agentic_loop.prompt_format import DraftPrompt, fresh_draft_prompt, rubric_requirements
 from agentic_loop.trajectories import Round, Trajectory
@@ -114,6 +116,8 @@ class Sample:
     passed: bool | None = None
     #: reward-hacking guards that fired on the response (recorded or found at export)
     flags: tuple[str, ...] = ()
+    #: the agent's episode that wrote the response (None: a plain model's answer)
+    episode: Episode | None = field(default=None, compare=False)
 
     @property
     def trainable(self) -> bool:
@@ -242,11 +246,15 @@ def _map_episode(episode: Episode, swap: Callable[[str, str], str], where: str) 
                 "tool_calls": [c.model_copy(update={"args": _map_strings(
                     c.args, f"{at}.tool_calls[{j}].{c.name}", swap)})
                     for j, c in enumerate(step.tool_calls)]}))
-        else:
+        elif isinstance(step, ToolStep):
             steps.append(step.model_copy(update={
                 "args": _map_strings(step.args, f"{at}.{step.name}", swap),
                 "content": text(f"{at}.content", step.content),
                 "error": text(f"{at}.error", step.error)}))
+        elif isinstance(getattr(step, "text", None), str):  # a (simulated) user's turn
+            steps.append(step.model_copy(update={"text": text(f"{at}.text", step.text)}))
+        else:
+            steps.append(step)
     return episode.model_copy(update={"steps": steps,
                                       "final": text(f"{where}.final", episode.final),
                                       "error": text(f"{where}.error", episode.error)})
@@ -255,8 +263,9 @@ def _map_episode(episode: Episode, swap: Callable[[str, str], str], where: str) 
 def episode_texts(episode: Episode, where: str = "episode") -> list[tuple[str, str]]:
     """Every ``(field, text)`` an agent's episode holds: the model's texts, string tool
     arguments (nested ones too, in the call and in its result's step), tool results and
-    errors, the final answer and the error it stopped on. What a PII gate or an erasure must
-    see of an episode; :func:`with_episode_texts` puts changed texts back, in this order.
+    errors, a simulated user's turns, the final answer and the error it stopped on. What a
+    PII gate or an erasure must see of an episode; :func:`with_episode_texts` puts changed
+    texts back, in this order.
     (Its ``system`` prompt, the package's and the tools' own words, is not listed.)
 
     >>> from agentic_loop.episodes import ToolCall, ToolStep
@@ -287,20 +296,34 @@ def with_episode_texts(episode: Episode, texts: Iterable[str]) -> Episode:
     return _map_episode(episode, lambda _field, _text: next(remaining), "episode")
 
 
+def _gated_texts(episode: Episode, where: str) -> list[tuple[str, str]]:
+    """:func:`episode_texts`, then the strings of the tool schemas it was offered (a row's
+    ``tools`` column: a tool's description may quote a customer or a key too)."""
+    found = episode_texts(episode, where)
+
+    def keep(field: str, text: str) -> str:
+        found.append((field, text))
+        return text
+
+    _map_strings(episode.tools or [], f"{where}.tools", keep)
+    return found
+
+
 def run_episode_texts(trajectory: Trajectory) -> list[tuple[str, str]]:
     """Every ``(field, text)`` of the run's episodes (each round's, then its best-of-n
-    samples'), for the PII gate beside the drafts; :func:`redacted_episodes` puts them back.
+    samples'), their tool schemas' strings included, for the PII gate beside the drafts;
+    :func:`redacted_episodes` puts them back.
 
-    No dataset row is built from an episode yet, but the gate's copy of a run must not keep a
-    tool's secret that a later reader (training on episodes) would find.
+    An agent's rows are its whole episode (tool arguments and results included) and the tools
+    it was offered, so none of these texts may reach a dataset ungated.
     """
     found: list[tuple[str, str]] = []
     for i, r in enumerate(trajectory.rounds):
         if r.episode is not None:
-            found += episode_texts(r.episode, f"rounds[{i}].episode")
+            found += _gated_texts(r.episode, f"rounds[{i}].episode")
         for j, c in enumerate(r.alternatives):
             if c.episode is not None:
-                found += episode_texts(c.episode, f"rounds[{i}].alternatives[{j}].episode")
+                found += _gated_texts(c.episode, f"rounds[{i}].alternatives[{j}].episode")
     return found
 
 
@@ -313,7 +336,10 @@ def redacted_episodes(rounds: list[Round], texts: Iterable[str]) -> list[Round]:
     def redacted(episode: Episode | None) -> Episode | None:
         if episode is None:
             return None
-        return with_episode_texts(episode, remaining).model_copy(update={"system": None})
+        out = with_episode_texts(episode, remaining)
+        tools = None if episode.tools is None else _map_strings(
+            episode.tools, "tools", lambda _field, _text: next(remaining))
+        return out.model_copy(update={"system": None, "tools": tools})
 
     return [r.model_copy(update={
         "episode": redacted(r.episode),
@@ -393,6 +419,7 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
             chat=_chat(sent, True) if include_exemplars and sent is not None else run_chat,
             passed=verdict.passed,
             flags=verdict.flags,
+            episode=episode,
         )
 
     # parsed only for runs with best-of-n losers: the export reads every run
