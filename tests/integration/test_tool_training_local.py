@@ -1,8 +1,9 @@
 """Training on tool-calling episodes in the shared export format, on the real embedded model (CPU).
 
-Three things are checked, each with one optimizer step on a tiny dataset:
+Three things are checked on a fresh ``export_datasets`` of logged agent runs, each with one
+optimizer step:
 
-* the raw files train as a TRL user would load them (``load_dataset("json")``
+* the raw exported files train as a TRL user would load them (``load_dataset("json")``
   straight into ``SFTTrainer`` and ``DPOTrainer``);
 * the package's own ``train`` (SFT, DPO) renders them in the engine's format
   and says so on the model card;
@@ -13,20 +14,22 @@ Three things are checked, each with one optimizer step on a tiny dataset:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from agentic_loop.distill import PiiGate, export_datasets
 from agentic_loop.distill.train import train
 from agentic_loop.distill.train.model_card import read_card
 from agentic_loop.distill.train.tool_format import engine_sft_rows
 from agentic_loop.distill.train.training_data import read_sft_rows
+from agentic_loop.episodes import Episode, ModelStep, ToolCall, ToolStep
 from agentic_loop.models import load_chat_model
 from agentic_loop.models.embedded import ensure_converted
 from agentic_loop.models.tools import ToolPlan
+from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
 
 pytestmark = pytest.mark.slow
 
@@ -34,37 +37,38 @@ CALC = {"type": "function", "function": {
     "name": "calculator", "description": "Evaluate an arithmetic expression.",
     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
                    "required": ["expression"]}}}
-SYSTEM = {"role": "system", "content": "Use the calculator for arithmetic."}
 
 
-def _call(n: int, expression: str) -> dict[str, Any]:
-    return {"id": f"call_{n}", "type": "function",
-            "function": {"name": "calculator", "arguments": {"expression": expression}}}
-
-
-def _episode(a: int, b: int) -> list[dict[str, Any]]:
-    return [SYSTEM, {"role": "user", "content": f"What is {a} * {b}?"},
-            {"role": "assistant", "content": "", "tool_calls": [_call(1, f"{a}*{b}")]},
-            {"role": "tool", "tool_call_id": "call_1", "name": "calculator",
-             "content": str(a * b)},
-            {"role": "assistant", "content": f"{a} * {b} = {a * b}."}]
+def _run(a: int, b: int) -> Trajectory:
+    """A logged agent run: a guess without the tool fails, then the calculator's answer passes."""
+    answer, guess = f"{a} * {b} = {a * b}.", f"It is about {a * b + 9}."
+    call = ToolCall(name="calculator", args={"expression": f"{a}*{b}"}, id="call_1")
+    used = Episode(steps=[ModelStep(tool_calls=[call]),
+                          ToolStep(call_id="call_1", name="calculator", args=call.args,
+                                   content=str(a * b)),
+                          ModelStep(text=answer)], final=answer, tools=[CALC])
+    return Trajectory(
+        architecture="reflection", model_id="agent", task=f"What is {a} * {b}?", latency_s=1.0,
+        rounds=[Round(iteration=0, draft=guess, score=2.0, passed=False,
+                      episode=Episode(steps=[ModelStep(text=guess)], final=guess, tools=[CALC])),
+                Round(iteration=1, draft=answer, score=10.0, passed=True, episode=used)],
+        final_output=answer, final_score=10.0, accepted=True)
 
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An export folder in the shared format: two episodes, two episode pairs, one plain row."""
+    """A fresh export of logged agent runs: two tool episodes (SFT rows, refine pairs against the
+    guesses) and one plain run, through the real ``export_datasets`` and its PII gate."""
     d = tmp_path_factory.mktemp("export")
-    meta = {"episode": {"model_steps": 2, "tool_calls": 1, "tools_called": ["calculator"]}}
-    sft = [{"messages": _episode(a, b), "tools": [CALC], "metadata": meta}
-           for a, b in ((53, 47), (12, 11))]
-    sft.append({"messages": [{"role": "user", "content": "Say hi."},
-                             {"role": "assistant", "content": "Hi!"}], "metadata": {}})
-    pairs = [{"prompt": _episode(a, b)[:2], "chosen": _episode(a, b)[2:],
-              "rejected": [{"role": "assistant", "content": f"It is about {a * b + 9}."}],
-              "tools": [CALC], "metadata": {}} for a, b in ((53, 47), (12, 11))]
-    (d / "sft.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sft))
-    (d / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
-    return d
+    plain = Trajectory(architecture="reflection", model_id="plain", task="Say hi.", latency_s=1.0,
+                       rounds=[Round(iteration=0, draft="Hi!", score=9.0, passed=True)],
+                       final_output="Hi!", final_score=9.0, accepted=True)
+    log = TrajectoryLog(d / "logs")
+    for run in (_run(53, 47), _run(12, 11), plain):
+        log.append(run)
+    report = export_datasets([d / "logs"], d / "out", pii=PiiGate("regex"), dedup_threshold=None)
+    assert (report.sft_rows, report.pairs) == (3, 2)
+    return d / "out"
 
 
 def _trl_args(config_class: Any, out: Path) -> Any:
@@ -111,11 +115,12 @@ def test_training_prompts_are_the_engines_token_for_token(export: Path) -> None:
     model = load_chat_model("local", temperature=0.0, max_tokens=48)
     plan = ToolPlan.of([CALC])
     row = read_sft_rows(export / "sft.jsonl")[0]
+    system, user = (m["content"] for m in row["messages"][:2])
     tokenizer = model.engine.tokenizer  # type: ignore[attr-defined]
     call_turn, answer_turn = engine_sft_rows(row, tokenizer.chat_template)
     ai = AIMessage("", tool_calls=[{"name": "calculator", "args": {"expression": "53*47"},
                                     "id": "call_1", "type": "tool_call"}])
-    state = [SystemMessage(SYSTEM["content"]), HumanMessage("What is 53 * 47?"), ai,
+    state = [SystemMessage(system), HumanMessage(user), ai,
              ToolMessage("2491", tool_call_id="call_1", name="calculator")]
 
     def trained_on(turn: dict[str, Any]) -> list[int]:
