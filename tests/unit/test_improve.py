@@ -102,7 +102,8 @@ def test_hinted_answers_train_on_the_plain_prompt_and_a_better_model_is_promoted
     result = _run(tmp_path, models)
     report = result.reports[0]
     assert report.pool is not None and report.pool.passed == 0 and report.pool.n == 6
-    assert report.hint == HintCounts(retried=3, accepted=3, rationalized=0, restated=0)
+    assert report.hint == HintCounts(retried=3, accepted=3, rationalized=0, restated=0,
+                                     echoed=0)
     assert report.data is not None and report.data.sft_rows == 3 and report.data.hinted == 3
 
     rows = [json.loads(line) for line in
@@ -149,7 +150,7 @@ def test_round_two_trains_from_the_promoted_model_with_a_higher_threshold(tmp_pa
     # round 2 samples the promoted (good) model: every sample passes, nothing to hint
     assert result.reports[1].pool.pass_rate == 1.0  # type: ignore[union-attr]
     assert result.reports[1].hint == HintCounts(retried=0, accepted=0, rationalized=0,
-                                                restated=0)
+                                                restated=0, echoed=0)
 
 
 def test_a_worse_candidate_is_rolled_back_never_promoted_and_the_loop_stops(

@@ -133,6 +133,11 @@ def improve_command(
         "--min-tasks", help="Golden tasks the gate needs before it may promote.")] = 20,
     eval_arch: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--eval-arch", help="Also gate inside this architecture.")] = None,
+    max_steps: Annotated[int, typer.Option(
+        "--max-steps", help="Tool tasks: model calls per agent episode, at most.")] = 4,
+    first_tool_call: Annotated[bool, typer.Option(
+        "--first-tool-call", help="Tool tasks: each grown episode's first model call is a "
+        "tool call (small models seldom open with one); the gate never forces it.")] = False,
     verbose: VerboseFlag = False,
 ) -> None:
     """Improve the model in rounds: sample the pool, train on what passed, gate, promote.
@@ -142,6 +147,11 @@ def improve_command(
         agentic-loop improve --tasks pool.jsonl --golden golden.jsonl --rounds 2 --samples 4
 
         agentic-loop improve --from-trajectories runs/trajectories --golden g.jsonl --method grpo
+
+    Tool tasks (a task naming its tools, ``"metadata": {"tools": ["calculator"]}``) are run
+    by the agent: grow, hint and gate; the table's notes give each round's tool use:
+
+        agentic-loop improve --tasks tool_pool.jsonl --golden tool_golden.jsonl --first-tool-call
     """
     from agentic_loop.distill.loop.improve import ImproveSettings, improve
 
@@ -153,7 +163,8 @@ def improve_command(
         temperature_step=temperature_step,
         thresholds=parse_numbers(thresholds, "--thresholds"), method=method, hint_retry=hint,
         base=base, max_tokens=max_tokens, min_gain=min_gain, patience=patience,
-        eval_arch=eval_arch, train_options=train_options, export_options={"pii": pii},
+        eval_arch=eval_arch, max_steps=max_steps, first_tool_call=first_tool_call,
+        train_options=train_options, export_options={"pii": pii},
         eval_options={"min_tasks": min_tasks})
     with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
         result = improve(tasks, golden=golden, registry=registry, work_dir=work,

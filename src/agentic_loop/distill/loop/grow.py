@@ -22,6 +22,19 @@ whose working only restates the given answer (:func:`restates_answer`)
 taught nothing: it is flagged ``restated_answer`` and the export drops and
 counts it like any other guard flag.
 
+*Agent rounds*: a pool task that gives the agent tools
+(:func:`~agentic_loop.distill.loop.tool_use.task_tools`) is run by the
+agent (the factory gets the task's tools; tasks with the same tools share
+one agent, plain tasks run as before), so each sample is an episode, kept
+on its round. Its hint is the verifier's verdict, never the answer: an
+agent given the number would answer without the tools it is meant to learn
+to use. The episode's steps hold no prompt, but a model step may quote the
+hint (or pass it to a tool): every hinted draft, alternative and episode
+text is searched for the hint (:func:`quotes_hint`), and one that quotes
+it is **dropped** from the record, not only flagged, so no hint text
+reaches any dataset (a flagged draft could still be a DPO pair's rejected
+side); the run counts them in ``metadata["improve"]["hint_echo"]``.
+
 Example (the hint names the check the answer failed):
     >>> from agentic_loop.tasks.spec import TaskSpec
     >>> from agentic_loop.judges import Rubric
@@ -38,6 +51,11 @@ Example (the hint names the check the answer failed):
     Hint: the correct answer is 7. Show the working that leads to it, then give the answer.
     >>> restates_answer("The answer is 7.", "7"), restates_answer("3 + 4 = 7, so 7.", "7")
     (True, False)
+    >>> print(hint_task(math, "5", give_answer=False))
+    Ann has 3 pens and buys 4. How many now?
+    <BLANKLINE>
+    Hint: an earlier answer was "5". Fix these requirements:
+    - Give the final answer as the last number in your reply. (the last number is 5)
 """
 
 from __future__ import annotations
@@ -51,24 +69,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.architectures.results import best_round
+from agentic_loop.architectures.results import RunResult, best_round
 from agentic_loop.architectures.runner import Runner, run_specs
 from agentic_loop.architectures.settings import UncheckedConstraintsWarning
+from agentic_loop.distill.loop.tool_use import task_tools, tool_groups
+from agentic_loop.episodes import Episode, ModelStep, ToolStep
 from agentic_loop.judges import Rubric
 from agentic_loop.prompt_format import fresh_draft_prompt, rubric_requirements
 from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
 __all__ = ["RESTATED", "Outcome", "failed_tasks", "grow", "hint_retry", "hint_task",
-           "known_answer", "outcomes", "plain_trajectory", "pool_counts", "restates_answer"]
+           "known_answer", "outcomes", "plain_trajectory", "pool_counts", "quotes_hint",
+           "restates_answer"]
 
-#: Makes the architecture that samples at a temperature (the loop binds model and options).
-ArchFactory = Callable[[float], Runner]
+#: Makes the architecture that samples at a temperature (the loop binds model and options):
+#: ``make(temperature)`` for plain tasks, ``make(temperature, tools)`` for an agent's tool tasks.
+ArchFactory = Callable[..., Runner]
 _MAX_SHOWN = 200
 #: The guard flag of a rationalized draft whose working only restates the given answer.
 RESTATED = "restated_answer"
 _TOKEN = re.compile(r"[^\W\d_]+|\d+(?:[.,]\d+)*", re.UNICODE)
 _OPERATOR = re.compile(r"[=+*/\u00d7\u00f7^<>]|\d\s*-\s*\d")
+_SENTENCE = re.compile(r"\n+|(?<=[.!?:])\s+")
+_NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
+_HINT_WORD = re.compile(r"\bhints?\b", re.IGNORECASE)
+#: A sentence of the hint this long (in words) found in a draft is a quote of the hint; shorter
+#: ones ("the correct answer is 7") are what a good answer says anyway.
+_QUOTE_WORDS = 6
 #: Words that state an answer without working towards it ("so the final answer is ...").
 _STATING = frozenset(
     "a an the answer answers final result is are was it its this that so thus therefore hence "
@@ -110,16 +138,33 @@ def grow(make_arch: ArchFactory, pool: Sequence[TaskSpec], folder: Path, *, roun
     log = _fresh_log(folder)
     grown: list[Trajectory] = []
     for sample, temperature in enumerate(temperatures):
-        arch = make_arch(temperature)
-        results = run_specs(arch, pool, max_concurrency=max_concurrency)
+        results = _run_grouped(make_arch, pool, temperature, max_concurrency)
         for spec, result in zip(pool, results, strict=True):
             run = _tagged(result.trajectory, round=round_number, sample=sample,
-                          task_id=spec.id, temperature=temperature)
+                          task_id=spec.id, temperature=temperature, **_tools_tag(spec))
             log.append(run)
             grown.append(run)
         if advance is not None:
             advance(len(pool))
     return grown
+
+
+def _run_grouped(make_arch: ArchFactory, specs: Sequence[TaskSpec], temperature: float,
+                 max_concurrency: int) -> list[RunResult]:
+    """Each task run by the architecture for its tools (one per distinct set), in input order."""
+    results: list[RunResult | None] = [None] * len(specs)
+    for tools, indexes in tool_groups(specs):
+        arch = make_arch(temperature, tools) if tools else make_arch(temperature)
+        done = run_specs(arch, [specs[i] for i in indexes], max_concurrency=max_concurrency)
+        for i, result in zip(indexes, done, strict=True):
+            results[i] = result
+    return [r for r in results if r is not None]
+
+
+def _tools_tag(spec: TaskSpec) -> dict[str, Any]:
+    """The tools an agent sample was given, for its ``improve`` tag (nothing for a plain task)."""
+    names = [t.name for t in task_tools(spec)]
+    return {"tools": names} if names else {}
 
 
 def outcomes(runs: Sequence[Trajectory], pool: Sequence[TaskSpec]) -> dict[str, list[Outcome]]:
@@ -181,11 +226,12 @@ def restates_answer(output: str, answer: str) -> bool:
     return len(working) < 3
 
 
-def hint_task(spec: TaskSpec, failed_output: str) -> str:
+def hint_task(spec: TaskSpec, failed_output: str, *, give_answer: bool = True) -> str:
     """The task with STaR's hint appended: the known answer, asking for the working; for other
-    tasks, the verifier's verdict on a failed answer."""
+    tasks (and with ``give_answer=False``, as for an agent's tool task), the verifier's verdict
+    on a failed answer."""
     rubric = spec.rubric()
-    answer = known_answer(spec)
+    answer = known_answer(spec) if give_answer else None
     if answer is not None:
         verdict = rubric.evaluate(spec.task, failed_output) if rubric is not None else None
         others = [c.hint for c in verdict.failed_checks if c.name != "answer"] if verdict else []
@@ -197,16 +243,86 @@ def hint_task(spec: TaskSpec, failed_output: str) -> str:
     return f"{spec.task}\n\nHint: an earlier answer was \"{shown}\". {feedback}".rstrip()
 
 
+def _normal(text: str) -> str:
+    """Words only, casefolded, one space apart, padded: for word-aligned substring search."""
+    return f" {_NOT_WORD.sub(' ', text.casefold()).strip()} "
+
+
+def quotes_hint(texts: Sequence[str], hinted_task: str, task: str, *,
+                plain: str | None = None) -> str | None:
+    """The part of the hint that ``texts`` quote, or None when they quote none of it.
+
+    The hint is what ``hinted_task`` adds to ``task``; a text quotes it when it
+    says "hint" or holds one of its sentences of six words or more (words
+    compared, case and punctuation ignored), unless the plain prompt says it
+    too (``plain``: its text, the task and its requirements; default the task).
+
+    >>> hinted = hint_task(TaskSpec(task="Say hi in 2 words.", constraints={"exact_words": 2}),
+    ...                    "hi there you")
+    >>> quotes_hint(["Hello friend"], hinted, "Say hi in 2 words.") is None
+    True
+    >>> quotes_hint(["The hint says: an earlier answer was hi there you"], hinted,
+    ...             "Say hi in 2 words.")
+    'hint'
+    >>> quotes_hint(["an earlier answer was hi there you. so: hello"], hinted,
+    ...             "Say hi in 2 words.")
+    'an earlier answer was hi there you'
+    """
+    added = hinted_task[len(task):] if hinted_task.startswith(task) else hinted_task
+    shown = _normal(plain if plain is not None else task)
+    pieces = [] if _HINT_WORD.search(shown) else ["hint"]
+    for sentence in _SENTENCE.split(added):
+        words = _normal(sentence).split()
+        if words[:1] == ["hint"]:
+            words = words[1:]
+        if len(words) >= _QUOTE_WORDS and f" {' '.join(words)} " not in shown:
+            pieces.append(" ".join(words))
+    said = [_normal(t) for t in texts if t]
+    return next((p for p in pieces if any(f" {p} " in t for t in said)), None)
+
+
+def _episode_texts(episode: Episode | None) -> list[str]:
+    """Every text of an episode the model wrote or a tool echoed back: what a hint could hide in."""
+    if episode is None:
+        return []
+    texts = [episode.final, episode.error or ""]
+    for step in episode.steps:
+        if isinstance(step, ModelStep):
+            texts += [step.text, *(f"{c.name} {c.args}" for c in step.tool_calls)]
+        elif isinstance(step, ToolStep):
+            texts += [f"{step.name} {step.args}", step.content, step.error or ""]
+        else:  # another party's turn (a simulated user's reply) may repeat what it was told
+            texts.append(str(getattr(step, "text", "")))
+    return texts
+
+
 def plain_trajectory(run: Trajectory, spec: TaskSpec, rubric: Rubric,
-                     answer: str | None = None) -> Trajectory:
+                     answer: str | None = None, *, hinted_task: str | None = None
+                     ) -> Trajectory:
     """A hinted run rewritten as an answer to the plain task (see the module doc).
 
     With the ``answer`` the hint gave, a draft that only restates it is
     flagged :data:`RESTATED` (never trained on) and cannot be the accepted final.
+    With the ``hinted_task`` the run was asked, a draft or best-of-n
+    alternative whose text or episode quotes the hint (:func:`quotes_hint`)
+    is dropped; how many drafts were is ``metadata["improve"]["hint_echo"]``.
     """
-    plain = fresh_draft_prompt(spec.task, rubric_requirements(rubric))
+    requirements = rubric_requirements(rubric)
+    plain = fresh_draft_prompt(spec.task, requirements)
+
+    def echoes(draft: str, episode: Episode | None) -> bool:
+        return hinted_task is not None and quotes_hint(
+            [draft, *_episode_texts(episode)], hinted_task, spec.task,
+            plain=f"{spec.task}\n{requirements}") is not None
+
     rounds = []
+    echoed = 0
     for r in run.rounds:
+        if echoes(r.draft, r.episode):
+            echoed += 1
+            continue
+        alternatives = [c for c in r.alternatives if not echoes(c.draft, c.episode)]
+        echoed += len(r.alternatives) - len(alternatives)
         verdict = rubric.evaluate(spec.task, r.draft)
         fresh = r.prompt is None or r.prompt.template == "generate"
         guards = dict(r.guards)
@@ -214,16 +330,19 @@ def plain_trajectory(run: Trajectory, spec: TaskSpec, rubric: Rubric,
             guards[RESTATED] = f"the working only restates the given answer {answer!r}"
         rounds.append(r.model_copy(update={
             "score": verdict.score, "passed": verdict.passed, "feedback": verdict.feedback or None,
-            "critique": None, "prompt": plain if fresh else None, "guards": guards}))
+            "critique": None, "prompt": plain if fresh else None, "guards": guards,
+            "alternatives": alternatives}))
     best = best_round([r for r in rounds if RESTATED not in r.guards]) or best_round(rounds)
     final = best.draft if best is not None else None
     last = rubric.evaluate(spec.task, final) if final else None
     restated = best is not None and RESTATED in best.guards
+    improve = {**run.metadata.get("improve", {}), "hint_echo": echoed}
     return run.model_copy(update={
         "task": spec.task, "rounds": rounds, "final_output": final,
         "final_score": last.score if last else None,
         "accepted": bool(last and last.passed and not run.errors and not restated),
-        "exemplar_ids": [], "reflection_ids": []}).storable()
+        "exemplar_ids": [], "reflection_ids": [],
+        "metadata": {**run.metadata, "improve": improve}}).storable()
 
 
 def hint_retry(make_arch: ArchFactory, failed: Sequence[tuple[TaskSpec, str]], folder: Path, *,
@@ -237,21 +356,25 @@ def hint_retry(make_arch: ArchFactory, failed: Sequence[tuple[TaskSpec, str]], f
     log = _fresh_log(folder)
     if not failed:
         return []
-    hinted = [spec.model_copy(update={"task": hint_task(spec, output)}) for spec, output in failed]
+    # an agent's tool task is hinted with the verifier's verdict, never the answer (module doc)
+    hinted = [spec.model_copy(update={"task": hint_task(spec, output,
+                                                        give_answer=not task_tools(spec))})
+              for spec, output in failed]
     # The hint restates the locked rubric's own failed checks in words the task parser reads as
     # further constraints; the run is scored by that rubric on purpose, so the architectures'
     # "task states constraints the rubric does not check" warning would only be noise here.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UncheckedConstraintsWarning)
-        results = run_specs(make_arch(temperature), hinted, max_concurrency=max_concurrency)
+        results = _run_grouped(make_arch, hinted, temperature, max_concurrency)
     rewritten: list[Trajectory] = []
-    for (spec, _), result in zip(failed, results, strict=True):
+    for (spec, _), asked, result in zip(failed, hinted, results, strict=True):
         rubric = spec.rubric()
         assert rubric is not None  # pool tasks are locked: each has its checks
-        answer = known_answer(spec)
-        run = plain_trajectory(result.trajectory, spec, rubric, answer)
+        answer = known_answer(spec) if not task_tools(spec) else None
+        run = plain_trajectory(result.trajectory, spec, rubric, answer, hinted_task=asked.task)
         run = _tagged(run, round=round_number, sample="hint", task_id=spec.id, hinted=True,
-                      temperature=temperature, rationalized=answer is not None)
+                      temperature=temperature, rationalized=answer is not None,
+                      **_tools_tag(spec))
         log.append(run)
         rewritten.append(run)
     if advance is not None:

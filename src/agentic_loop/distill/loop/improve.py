@@ -27,6 +27,17 @@ data, round after round (ReST / expert iteration, with STaR's rationalization):
    model (``agentic_loop.distill.release.live.sync_served``, when present);
    ROLLBACK and MANUAL_REVIEW keep the current one.
 
+On **tool tasks** (a :class:`~agentic_loop.tasks.tool_tasks.ToolTask`, or a
+task naming ready tools in ``metadata["tools"]``) the round runs the
+agent (:mod:`~agentic_loop.distill.loop.tool_use`): grow samples ``samples``
+episodes per task with the task's tools (at most ``max_steps`` model calls;
+``first_tool_call`` forces each grown episode's first call to be a tool
+call), the hint is the verifier's verdict (never the answer) and a hinted
+draft that quotes it is dropped, the gate runs both models as agents on the
+golden tool tasks and their scores decide, and the report adds ``agent``:
+tool-use rate, tool-call validity and model steps per task of the grown data
+and of both agents. Plain tasks in the same pool run as before.
+
 Given ``runs`` (logs already written, e.g. served traffic) instead of a
 pool, the round takes them as its grown data: it samples nothing (no grow,
 no hint; its pool rate is the runs' accepted share), exports them with the

@@ -16,6 +16,10 @@ new trajectories since the last round) and checked before any model runs:
   task with the golden set is refused (it would train on the exam); tasks of
   trajectory logs that match a golden task are dropped and counted, since a
   served model meets golden-like tasks in real traffic.
+* an agent's task keeps its tools: a logged run whose episode was offered
+  only ready tools (:data:`~agentic_loop.tools.READY_TOOLS`) becomes a task
+  naming them (``metadata["tools"]``), so the round runs the agent on it
+  (:mod:`~agentic_loop.distill.loop.tool_use`).
 
 A round can also be given its data instead of growing it (:class:`GivenRuns`:
 runs already logged, the one-shot ``distill_loop``): it then samples nothing,
@@ -54,6 +58,7 @@ from agentic_loop.judges import CheckReferenceError, Rubric, rubric_for_task
 from agentic_loop.paths import make_dir
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.text_places import data_root, record_place
+from agentic_loop.trajectories import Trajectory
 
 __all__ = ["GivenRuns", "TrajectoryPool", "check_held_apart", "given_runs", "lock_pool",
            "locked_rubric", "read_pool", "trajectory_pool", "write_pool"]
@@ -147,11 +152,32 @@ def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermar
             dropped += 1
             continue
         rubric = _logged_rubric(t.rubric, t.id) if t.rubric else None
-        specs.append(TaskSpec(task=t.task, rubric=rubric) if rubric is not None
-                     else TaskSpec(task=t.task))
+        tools = _logged_tools(t)
+        meta = {"metadata": {"tools": tools}} if tools else {}
+        specs.append(TaskSpec(task=t.task, rubric=rubric, **meta) if rubric is not None
+                     else TaskSpec(task=t.task, **meta))
     pool, unscored = lock_pool(specs)
     return TrajectoryPool(pool, watermark.after(new), runs=len(new), unscored=unscored,
                           golden_dropped=dropped)
+
+
+def _logged_tools(run: Trajectory) -> list[str]:
+    """The ready tools a logged agent run was offered (none: a plain run, or other tools).
+
+    >>> from agentic_loop.episodes import Episode
+    >>> from agentic_loop.trajectories import Round
+    >>> spec = lambda name: {"type": "function", "function": {"name": name}}
+    >>> run = lambda *names: Trajectory(architecture="a", model_id="m", task="t", rounds=[
+    ...     Round(iteration=0, draft="x", episode=Episode(tools=[spec(n) for n in names]))])
+    >>> _logged_tools(run("calculator", "lookup")), _logged_tools(run("calculator", "crm"))
+    (['calculator', 'lookup'], [])
+    """
+    from agentic_loop.tools import READY_TOOLS
+
+    offered = [r.episode.tools for r in run.rounds if r.episode is not None and r.episode.tools]
+    names = list(dict.fromkeys(str((t.get("function") or {}).get("name", ""))
+                               for t in (offered[0] if offered else [])))
+    return names if names and all(n in READY_TOOLS for n in names) else []
 
 
 def _logged_rubric(saved: dict[str, Any], run_id: str) -> Rubric | None:

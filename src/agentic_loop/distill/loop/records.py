@@ -45,9 +45,9 @@ from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.eval.stats import t_interval, wilson
 from agentic_loop.distill.loop.settings import ImproveSettings
 
-__all__ = ["DataCounts", "GoldenRate", "GoldenStats", "HintCounts", "ImproveResult",
-           "MeanScore", "PoolRate", "Rate", "Registration", "ImproveRound", "StopCode",
-           "TrainSummary"]
+__all__ = ["AgentStats", "DataCounts", "GoldenRate", "GoldenStats", "HintCounts",
+           "ImproveResult", "MeanScore", "PoolRate", "Rate", "Registration", "ImproveRound",
+           "StopCode", "ToolUse", "TrainSummary"]
 
 #: Why an improve run stopped: the round budget, a plateau, a regression (the release
 #: gate said ROLLBACK), a round with nothing to train on, no new task in the logs.
@@ -132,6 +132,56 @@ def _without(data: Any, **unrecorded: object) -> Any:
     return data
 
 
+class ToolUse(BaseModel):
+    """How an agent used its tools over a set of tasks, each task by the episode of its answer.
+
+    ``tool_use``: tasks whose answer's episode called a tool (of the tasks
+    answered by an episode); ``validity``: tool calls that ran without an
+    error, of every call the model asked for; ``steps``: model calls per task.
+
+    >>> ToolUse(tasks=4, tool_use=Rate.of(1, 4), validity=Rate.of(2, 3),
+    ...         steps=MeanScore.of([1.0, 2.0, 1.0, 4.0])).describe()
+    'tool use 25%, valid calls 67% (2/3), 2.0 model steps/task'
+    """
+
+    tasks: int
+    tool_use: Rate
+    validity: Rate
+    steps: MeanScore
+
+    def describe(self) -> str:
+        """One line for people: the three numbers."""
+        use = "n/a" if self.tool_use.pass_rate is None else f"{self.tool_use.pass_rate:.0%}"
+        valid = ("no calls" if self.validity.pass_rate is None else
+                 f"{self.validity.pass_rate:.0%} ({self.validity.passed}/{self.validity.n})")
+        steps = "n/a" if self.steps.mean is None else f"{self.steps.mean:.1f}"
+        return f"tool use {use}, valid calls {valid}, {steps} model steps/task"
+
+
+class AgentStats(BaseModel):
+    """An agent round's tool use: in the grown data and in the gate's two agents.
+
+    Absent (``None``) where the stage did not run an agent: a plain round has
+    no ``agent`` at all.
+
+    >>> use = ToolUse(tasks=2, tool_use=Rate.of(1, 2), validity=Rate.of(1, 1),
+    ...               steps=MeanScore.of([2.0, 1.0]))
+    >>> print(AgentStats(grown=use, candidate=use).describe())
+    grown: tool use 50%, valid calls 100% (1/1), 1.5 model steps/task; gate candidate: tool \
+use 50%, valid calls 100% (1/1), 1.5 model steps/task
+    """
+
+    grown: ToolUse | None = None
+    baseline: ToolUse | None = None
+    candidate: ToolUse | None = None
+
+    def describe(self) -> str:
+        """One line for people: each measured side."""
+        sides = (("grown", self.grown), ("gate baseline", self.baseline),
+                 ("gate candidate", self.candidate))
+        return "; ".join(f"{name}: {use.describe()}" for name, use in sides if use is not None)
+
+
 class HintCounts(BaseModel):
     """Tasks retried with the verifier's hint, the hinted answers accepted, and how hints went.
 
@@ -150,16 +200,18 @@ class HintCounts(BaseModel):
     accepted: int
     rationalized: int | None = None
     restated: int | None = None
+    echoed: int | None = None
 
     @model_serializer(mode="wrap")
     def _recorded(self, handler: SerializerFunctionWrapHandler) -> Any:
         """Counts not recorded stay out of the JSON: an old round's report reads back the same."""
-        return _without(handler(self), rationalized=None, restated=None)
+        return _without(handler(self), rationalized=None, restated=None, echoed=None)
 
     def describe(self) -> str:
         """One line for people: what the hint stage did."""
         how = [f"{n} {what}" for n, what in ((self.rationalized, "given the answer"),
-                                             (self.restated, "only restated it"))
+                                             (self.restated, "only restated it"),
+                                             (self.echoed or None, "quoted the hint"))
                if n is not None]
         return (f"hint: {self.retried} retried" + (f" ({', '.join(how)})" if how else "")
                 + f", {self.accepted} accepted")
@@ -243,6 +295,13 @@ class ImproveRound(BaseModel):
         serialization_alias="register")
     seconds: dict[str, float] = Field(default_factory=dict)
     ended: str | None = None
+    #: an agent round's tool use (grown data, the gate's agents); None: a plain round
+    agent: AgentStats | None = None
+
+    @model_serializer(mode="wrap")
+    def _recorded(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A plain round has no ``agent`` in its JSON: its report reads as it always did."""
+        return _without(handler(self), agent=None)
 
     def details(self) -> str:
         """The hint and data counts the rounds table has no room for ("" when none).
@@ -254,7 +313,8 @@ class ImproveRound(BaseModel):
         not trained on: SFT rows: 5 failed a check
         """
         parts = [self.hint.describe() if self.hint else "",
-                 self.data.describe_drops() if self.data else ""]
+                 self.data.describe_drops() if self.data else "",
+                 self.agent.describe() if self.agent else ""]
         return "; ".join(part for part in parts if part)
 
 

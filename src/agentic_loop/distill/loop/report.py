@@ -32,9 +32,10 @@ from agentic_loop.distill.loop.pool import locked_rubric
 from agentic_loop.distill.loop.records import GoldenRate, GoldenStats, ImproveRound, MeanScore, Rate
 from agentic_loop.tables import percent
 from agentic_loop.tasks.spec import TaskSpec
+from agentic_loop.trajectories import Trajectory
 
-__all__ = ["golden_flags", "golden_stats", "mean_stats", "plot_curve", "rate_stats", "summary_line",
-           "wilson"]
+__all__ = ["golden_flags", "golden_stats", "mean_stats", "plot_curve", "rate_stats",
+           "runs_golden_stats", "summary_line", "wilson"]
 
 def rate_stats(passed: int, total: int) -> Rate:
     """A pass rate with its counts and 95% Wilson interval."""
@@ -72,6 +73,31 @@ def golden_stats(evaluation: EvalReport | Mapping[str, Any], golden: Sequence[Ta
     return GoldenStats(tasks=len(report.tasks), **sides)
 
 
+def runs_golden_stats(baseline: Mapping[str, Trajectory], candidate: Mapping[str, Trajectory],
+                      golden: Sequence[TaskSpec], *, pass_score: float = 8.0) -> GoldenStats:
+    """Pass rate and mean score of both sides' runs (by golden task id) on the golden set.
+
+    What an agent gate compared: each side's run of each golden task, its
+    final answer judged as :func:`golden_stats` judges a single-shot one; a
+    task a side has no run of (its run raised) fails with score 0.
+
+    >>> spec = TaskSpec(task="Say hi in 2 words.", constraints={"exact_words": 2}, id="g1")
+    >>> run = lambda out: Trajectory(architecture="a", model_id="m", task=spec.task,
+    ...                              final_output=out, final_score=10.0 if out else 0.0)
+    >>> stats = runs_golden_stats({"g1": run("hi")}, {"g1": run("hi there")}, [spec])
+    >>> stats.baseline.pass_rate, stats.candidate.pass_rate, stats.candidate.score.mean
+    (0.0, 1.0, 10.0)
+    """
+    sides = {}
+    for side, runs in (("baseline", baseline), ("candidate", candidate)):
+        got = [runs.get(str(g.id)) for g in golden]
+        scores = [float(r.final_score or 0.0) if r is not None else 0.0 for r in got]
+        flags = [r is not None and _golden_pass(g, r.final_output or "", score, pass_score)
+                 for g, r, score in zip(golden, got, scores, strict=True)]
+        sides[side] = GoldenRate.of_scores(sum(flags), len(flags), scores)
+    return GoldenStats(tasks=len(golden), **sides)
+
+
 def _fmt_rate(stats: Rate | None) -> str:
     if stats is None or stats.pass_rate is None:
         return "n/a"
@@ -87,6 +113,10 @@ def summary_line(report: ImproveRound) -> str:
              f"{_fmt_rate(golden.candidate if golden else None)}",
              f"sft rows {data.sft_rows if data else 0}, pairs {data.pairs if data else 0}, "
              f"hinted {report.hint.accepted if report.hint else 0}"]
+    agent = report.agent
+    if agent is not None and agent.baseline is not None and agent.candidate is not None:
+        parts.append(f"agent tool use {_fmt_rate(agent.baseline.tool_use)} -> "
+                     f"{_fmt_rate(agent.candidate.tool_use)}")
     if report.decision:
         parts.append(f"gate {report.decision.value}")
     return "; ".join(parts)
@@ -156,8 +186,9 @@ def plot_curve(reports: Sequence[ImproveRound], path: Path, *,
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("improve round (its candidate model)")
     ax.set_ylabel(f"pass rate on the {golden_label}")
-    ax.set_title(f"Single-shot pass rate on the {golden_label}, 95% Wilson intervals",
-                 fontsize=10)
+    # an agent round's golden numbers are its agents' (the gate ran both with the tools)
+    how = "Agent" if any(r.agent and r.agent.candidate for r in gated) else "Single-shot"
+    ax.set_title(f"{how} pass rate on the {golden_label}, 95% Wilson intervals", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     _save(fig, path)
     return path

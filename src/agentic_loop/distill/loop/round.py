@@ -10,6 +10,11 @@ the state says are finished, so a killed round continues where it stopped.
 stays plain JSON, checked on open: it is the resumable on-disk log, and a
 file an earlier version wrote must keep resuming.)
 
+On tool tasks (:mod:`~agentic_loop.distill.loop.tool_use`) the round runs
+the agent: grow and hint sample episodes with each task's tools, the gate
+runs both models as agents on the golden tool tasks, and the report adds
+the tool use of the grown data and of both agents (``agent``).
+
 A round given its runs (:class:`~agentic_loop.distill.loop.pool.GivenRuns`,
 the one-shot ``distill_loop``) records them as its ``grow`` stage and skips
 ``hint``; its other stages are the same code.
@@ -29,12 +34,12 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.eval.gate import Decision
-from agentic_loop.distill.loop.gating import eval_runners
+from agentic_loop.distill.loop.gating import agent_decision, agent_gate, eval_runners
 from agentic_loop.distill.loop.grow import (
     RESTATED,
     failed_tasks,
@@ -45,11 +50,17 @@ from agentic_loop.distill.loop.grow import (
 )
 from agentic_loop.distill.loop.pool import GivenRuns
 from agentic_loop.distill.loop.records import ImproveRound
-from agentic_loop.distill.loop.report import golden_stats, rate_stats, summary_line
+from agentic_loop.distill.loop.report import (
+    golden_stats,
+    rate_stats,
+    runs_golden_stats,
+    summary_line,
+)
 from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.loop.state import STAGES, RoundState, write_json
+from agentic_loop.distill.loop.tool_use import agent_kwargs, task_tools, tool_use
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
-from agentic_loop.trajectories import TrajectoryLog
+from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
 __all__ = ["RESULT_KEYS", "RoundRunner", "round_report", "sync_live"]
 
@@ -101,17 +112,19 @@ class RoundRunner:
     def _advance(self) -> Callable[[int], None] | None:
         return self.progress.advance if self.progress is not None else None
 
-    def _arch(self, state: RoundState) -> Callable[[float], Any]:
+    def _arch(self, state: RoundState) -> Callable[[float, Sequence[Any]], Any]:
         from agentic_loop.architectures import create_architecture
 
         model, s = state.data["model"], self.settings
         memory = state.dir / "memory"
 
-        def make(temperature: float) -> Any:
+        def make(temperature: float, tools: Sequence[Any] = ()) -> Any:
+            agent = agent_kwargs(self.backend.chat(model, temperature, s.max_tokens), tools,
+                                 max_steps=s.max_steps, first_tool_call=s.first_tool_call)
             return create_architecture(
-                s.arch, self.backend.chat(model, temperature, s.max_tokens),
-                max_iterations=s.max_iterations, archive=str(memory / "archive"),
-                reflections=str(memory / "reflections"))
+                s.arch, agent.pop("llm"), max_iterations=s.max_iterations,
+                archive=str(memory / "archive"), reflections=str(memory / "reflections"),
+                **agent)
 
         return make
 
@@ -130,7 +143,9 @@ class RoundRunner:
         runs = grow(self._arch(state), pool, state.dir / "grown", round_number=state.number,
                     temperatures=temperatures, max_concurrency=self.settings.max_concurrency,
                     advance=self._advance())
-        return {**pool_counts(outcomes(runs, pool)), "temperatures": temperatures}
+        agent = _agent_use(runs, pool)
+        return {**pool_counts(outcomes(runs, pool)), "temperatures": temperatures,
+                **({"agent": agent} if agent is not None else {})}
 
     def _hint(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         if (not self.settings.hint_retry or self.settings.method == "grpo"
@@ -148,7 +163,9 @@ class RoundRunner:
         return {"retried": len(failed), "accepted": sum(t.accepted for t in hinted),
                 "rationalized": sum(bool(t.metadata["improve"].get("rationalized"))
                                     for t in hinted),
-                "restated": sum(any(RESTATED in r.guards for r in t.rounds) for t in hinted)}
+                "restated": sum(any(RESTATED in r.guards for r in t.rounds) for t in hinted),
+                # drafts quoting the hint, dropped from the record (grow.quotes_hint)
+                "echoed": sum(bool(t.metadata["improve"].get("hint_echo")) for t in hinted)}
 
     def _data(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         s = self.settings
@@ -209,15 +226,26 @@ class RoundRunner:
         baseline, candidate = state.data["model"], state.result("train")["spec"]
         self._start(state, f"gate vs {baseline}")
         options = self.settings.eval_kwargs()
-        runners = eval_runners(self.settings.eval_arch, options)
+        agents = agent_gate(self.settings, self.golden, options)
+        runners = agents if agents is not None else eval_runners(self.settings.eval_arch,
+                                                                 options)
         report = evaluate_models(self.backend.gate_model(baseline),
                                  self.backend.gate_model(candidate), self.golden,
                                  runners=runners, plot_path=state.dir / "eval.png", **options)
+        extra: dict[str, Any] = {}
+        if agents is not None:  # agent against agent: their runs decide and are measured
+            agent_decision(report, agents, options)
+            golden = runs_golden_stats(agents.runs("baseline"), agents.runs("candidate"),
+                                       self.golden, pass_score=self.settings.pass_score)
+            extra = {"agent": {side: _agent_use({k: [r] for k, r in agents.runs(side).items()},
+                                                self.golden)
+                               for side in ("baseline", "candidate")}}
+        else:
+            golden = golden_stats(report, self.golden, pass_score=self.settings.pass_score)
         write_json(state.dir / "eval.json", report.to_dict())
-        golden = golden_stats(report, self.golden, pass_score=self.settings.pass_score)
         return {"decision": report.decision.value, "reasons": report.reasons,
                 "golden": golden.model_dump(mode="json"),
-                "card_entry": report.card_entry(golden=self.golden_label)}
+                "card_entry": report.card_entry(golden=self.golden_label), **extra}
 
     def _register(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         from agentic_loop.distill.loop.gating import register_evaluated
@@ -239,6 +267,24 @@ class RoundRunner:
         promoted = gate["decision"] == Decision.PROMOTE.value
         return {"version": version.version, "promoted": promoted,
                 "live": sync_live(self.registry) if promoted else None}
+
+
+def _agent_use(runs: Mapping[str, Sequence[Trajectory]] | Sequence[Trajectory],
+               tasks: Sequence[TaskSpec]) -> dict[str, Any] | None:
+    """Tool use over the tool tasks' runs (``None`` when no task gives tools).
+
+    ``runs`` are by task id (the gate's), or grown runs, matched by their ``improve`` tag.
+    """
+    ids = [str(t.id) for t in tasks if task_tools(t)]
+    if not ids:
+        return None
+    if not isinstance(runs, Mapping):
+        tagged: dict[str, list[Trajectory]] = {}
+        for run in runs:
+            tagged.setdefault(str((run.metadata.get("improve") or {}).get("task_id")),
+                              []).append(run)
+        runs = tagged
+    return tool_use({i: list(runs.get(i, ())) for i in ids}).model_dump(mode="json")
 
 
 def sync_live(registry: Any) -> str:
@@ -281,7 +327,7 @@ def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
         "method": settings.method, "arch": settings.arch, "pool": pool,
         "hint": hint and {"retried": hint["retried"], "accepted": hint["accepted"],
                           "rationalized": hint.get("rationalized"),
-                          "restated": hint.get("restated")},
+                          "restated": hint.get("restated"), "echoed": hint.get("echoed")},
         "data": data and {"accepted": grown["passed"] if grown else 0,
                           "hinted": hint["accepted"] if hint else 0,
                           "sft_rows": data.get("sft_rows", 0), "pairs": data.get("pairs", 0),
@@ -293,4 +339,12 @@ def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
         "register": result("register"),
         "seconds": state.seconds(),
         "ended": state.data.get("ended"),
+        "agent": _agent_stats(grown, gate),
     })
+
+
+def _agent_stats(grown: dict[str, Any] | None, gate: dict[str, Any] | None
+                 ) -> dict[str, Any] | None:
+    """The report's ``agent`` from the grow and gate results (``None``: a plain round)."""
+    sides = {"grown": (grown or {}).get("agent"), **((gate or {}).get("agent") or {})}
+    return sides if any(v is not None for v in sides.values()) else None

@@ -36,6 +36,9 @@ __all__ = ["ImproveSettings"]
 
 #: Settings a resume may change: the stop rules and the round budget.
 _RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency")
+#: Settings added later, left out of the fingerprint at their defaults: a run started before
+#: they existed keeps its fingerprint, so it still resumes.
+_LATER = {"max_steps": 4, "first_tool_call": False}
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class ImproveSettings:
         pass_score: the golden pass score of a task whose rubric has no check.
         eval_arch: also gate inside this architecture (``None``: single-shot only).
         max_concurrency: runs in flight while sampling.
+        max_steps: on tool tasks (agent rounds), an episode's model calls at most.
+        first_tool_call: on tool tasks, force each grown (and hinted) episode's first model
+            call to be a tool call; small models seldom open with one by themselves. The gate
+            never forces it: it measures what each model does by itself.
         train_options / export_options / eval_options: more keywords for ``train``
             (LoRA on by default), ``export_datasets`` and ``evaluate_models``.
     """
@@ -80,6 +87,8 @@ class ImproveSettings:
     pass_score: float = 8.0
     eval_arch: str | None = None
     max_concurrency: int = 4
+    max_steps: int = 4
+    first_tool_call: bool = False
     train_options: Mapping[str, Any] = field(default_factory=dict)
     export_options: Mapping[str, Any] = field(default_factory=dict)
     eval_options: Mapping[str, Any] = field(default_factory=dict)
@@ -99,6 +108,8 @@ class ImproveSettings:
              f"max_tokens (--max-tokens) must be at least 1, got {self.max_tokens!r}"),
             (_count(self.max_concurrency),
              f"max_concurrency must be at least 1, got {self.max_concurrency!r}"),
+            (_count(self.max_steps),
+             f"max_steps (--max-steps) must be at least 1, got {self.max_steps!r}"),
             (bool(self.temperatures) and all(t >= 0 for t in self.temperatures),
              f"temperatures (--temperatures) must be one or more numbers >= 0, "
              f"got {self.temperatures}"),
@@ -155,7 +166,8 @@ class ImproveSettings:
 
     def fingerprint(self, source: str = "") -> str:
         """A short hash of everything a resume must not change (the stop rules may change)."""
-        data = {k: v for k, v in self.to_dict().items() if k not in _RESUMABLE}
+        data = {k: v for k, v in self.to_dict().items() if k not in _RESUMABLE
+                and not (k in _LATER and v == _LATER[k])}
         for key in ("export_options", "eval_options", "train_options"):
             data[key] = {k: v for k, v in data[key].items() if k != "progress"
                          and not str(v).startswith("<")}
