@@ -97,6 +97,11 @@ LlmFeaturesFlag = Annotated[str, typer.Option(
     "--llm-features",
     help="grpo: a rubric's LLM-judged features: checks (score its checks only) or "
          "refuse.")]
+ToolMaxTurnsFlag = Annotated[int, typer.Option(
+    "--tool-max-turns", help="grpo on tasks with tools: model turns an episode may take.")]
+FreeFirstTurnFlag = Annotated[bool, typer.Option(
+    "--free-first-turn", help="grpo on tasks with tools: let the policy choose its first turn "
+                              "(by default it is a tool call).")]
 DryRunFlag = Annotated[bool, typer.Option(
     "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
     ]
@@ -158,6 +163,8 @@ def train_command(
     check_reward_weight: CheckRewardWeightFlag = 0.0,
     format_penalty: FormatPenaltyFlag = 0.0,
     llm_features: LlmFeaturesFlag = "checks",
+    tool_max_turns: ToolMaxTurnsFlag = 4,
+    free_first_turn: FreeFirstTurnFlag = False,
     dry_run: DryRunFlag = False,
     verbose: VerboseFlag = False,
 ) -> None:
@@ -192,7 +199,8 @@ def train_command(
         "num_generations": num_generations, "max_completion_length": max_completion_length,
         "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
         "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
-        "format_penalty": format_penalty, "llm_features": llm_features}))
+        "format_penalty": format_penalty, "llm_features": llm_features,
+        "tool_max_turns": tool_max_turns, "free_first_turn": free_first_turn}))
     run_training(data, out, method=method, base=base, merge_lora=not no_merge, options=options,
                  dry_run=dry_run, verbose=verbose)
 

@@ -7,6 +7,15 @@ completions that scored above their group's mean, with a KL term
 (``beta``) that keeps it near the starting model. No answers are needed,
 only tasks whose success Python can check.
 
+**Tasks with tools** (``metadata["tools"]``, e.g. the tool tasks of
+:mod:`agentic_loop.tasks.tool_tasks`) are rolled out as episodes: the policy
+calls the tools and reads their results, and the rubric scores the whole
+episode (:mod:`.tool_rollout`, TRL's ``rollout_func``). The trainer then logs
+``tools/tool_use_rate``, ``tools/tool_call_validity`` and
+``tools/turns_per_episode`` each step, and the card keeps them (stage metrics,
+``reward["tools"]``, the per-step curve). Those rollouts generate in-process on
+every device, so ``use_vllm`` is turned off for them.
+
 **On a CPU** (the embedded model) generation is ``model.generate`` in the
 training process, in fp32, with ``torch`` threads set as for inference.
 
@@ -65,13 +74,20 @@ from agentic_loop.distill.train.stages import (
     no_final_checkpoint,
     save_model,
 )
+from agentic_loop.distill.train.tool_rollout import (
+    ToolRollouts,
+    summarize,
+)
 from agentic_loop.errors import ConfigError, TrainError
 
-__all__ = ["REWARD_CURVE_FILE", "Device", "accelerate_command", "grpo_config_kwargs",
-           "run_grpo_stage"]
+__all__ = ["REWARD_CURVE_FILE", "TOOL_METRICS", "Device", "accelerate_command",
+           "grpo_config_kwargs", "run_grpo_stage", "tool_rollouts"]
 
 REWARD_CURVE_FILE = "reward_curve.png"
 _STATS_FILE = "reward_stats.rank{rank}.json"
+_TOOL_STATS_FILE = "tool_stats.rank{rank}.json"
+#: What tool rollouts log each step (``tools/<name>`` in the trainer's logs) and the card keeps.
+TOOL_METRICS = ("tool_use_rate", "tool_call_validity", "turns_per_episode")
 
 
 @dataclass(frozen=True)
@@ -146,7 +162,7 @@ def accelerate_command(cli_args: Sequence[str], device: Device, *,
             device.precision, program, *cli_args]
 
 
-def _stats_callback(rewards: RubricRewards, rank: int) -> Any:
+def _stats_callback(rewards: RubricRewards, rank: int, rollouts: ToolRollouts | None) -> Any:
     from transformers import TrainerCallback
 
     class SaveRewardStats(TrainerCallback):
@@ -156,6 +172,9 @@ def _stats_callback(rewards: RubricRewards, rank: int) -> Any:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if folder.is_dir():
                 (folder / _STATS_FILE.format(rank=rank)).write_text(json.dumps(rewards.stats()))
+                if rollouts is not None:
+                    (folder / _TOOL_STATS_FILE.format(rank=rank)).write_text(
+                        json.dumps(rollouts.stats()))
             return control
 
     return SaveRewardStats()
@@ -180,6 +199,9 @@ def _per_step(history: Sequence[Mapping[str, Any]], names: Sequence[str]) -> lis
             value = entry.get(f"rewards/{name}/mean")
             if value is not None and value == value:  # NaN: no task in the batch has the check
                 row[name] = round(value, 4)
+        for key in TOOL_METRICS:
+            if entry.get(f"tools/{key}") is not None:
+                row[key] = round(float(entry[f"tools/{key}"]), 4)
         rows.append(row)
     return rows
 
@@ -197,6 +219,21 @@ def _metrics(history: Sequence[Mapping[str, Any]], per_step: Sequence[Mapping[st
             if key in steps[-1]:
                 metrics[key] = round(float(steps[-1][key]), 6)
     return metrics
+
+
+def tool_rollouts(prompts: PromptSet, config: TrainSettings) -> ToolRollouts | None:
+    """The multi-turn rollouts of a prompt set whose tasks carry tools (None: single-turn).
+
+    ``tool_max_turns`` bounds an episode's model turns; its first turn is a tool call
+    unless ``free_first_turn`` (then the policy chooses).
+    """
+    if not prompts.has_tools:
+        return None
+    return ToolRollouts(prompts.tasks,
+                        max_turns=config.tool_max_turns,
+                        force_first=not config.free_first_turn,
+                        max_completion_length=config.max_completion_length,
+                        temperature=config.temperature, top_p=getattr(config, "top_p", 1.0))
 
 
 def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config: TrainSettings,
@@ -217,22 +254,34 @@ def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config:
             f"multiple of num_generations ({config.num_generations}); each step scores whole "
             "groups; change --batch-size or --num-generations")
     model, tokenizer = load_policy(model_dir, config, device.precision)
+    rollouts = tool_rollouts(prompts, config)
     rewards = RubricRewards(prompts.tasks, check_weight=config.check_reward_weight,
                             format_penalty=config.format_penalty,
                             max_completion_length=config.max_completion_length,
                             workers=config.reward_workers)
     last = get_last_checkpoint(str(checkpoint_dir)) if resume and checkpoint_dir.is_dir() else None
     _restore_stats(rewards, last, state.process_index)
+    if rollouts is not None and last is not None and state.process_index == 0:
+        rollouts.restore([json.loads(p.read_text())
+                          for p in Path(last).glob(_TOOL_STATS_FILE.format(rank="*"))])
     try:
-        args = GRPOConfig(**grpo_config_kwargs(config, device, checkpoint_dir, progress=progress,
-                                               reward_weights=rewards.weights))
-        trainer = GRPOTrainer(model=model, reward_funcs=list(rewards.functions), args=args,
+        kwargs = grpo_config_kwargs(config, device, checkpoint_dir, progress=progress,
+                                    reward_weights=rewards.weights)
+        notes = list(prompts.notes)
+        if rollouts is not None and kwargs["use_vllm"]:
+            kwargs.update(use_vllm=False)  # see tool_rollout: tool episodes decode in-process
+            kwargs.pop("vllm_mode", None)
+            notes.append("use_vllm was turned off: tool rollouts generate with the policy "
+                         "in-process (TRL's vLLM generation is single-turn, without our grammar)")
+        trainer = GRPOTrainer(model=model, reward_funcs=list(rewards.functions),
+                              args=GRPOConfig(**kwargs),
                               train_dataset=Dataset.from_list(prompts.rows()),
                               processing_class=tokenizer,
                               peft_config=lora_config(config) if config.lora else None,
-                              callbacks=list(callbacks))
+                              callbacks=list(callbacks),
+                              rollout_func=rollouts)  # type: ignore[arg-type]
         trainer.add_callback(no_final_checkpoint())
-        trainer.add_callback(_stats_callback(rewards, state.process_index))
+        trainer.add_callback(_stats_callback(rewards, state.process_index, rollouts))
         begun = time.perf_counter()
         output = trainer.train(resume_from_checkpoint=last)
         runtime = time.perf_counter() - begun
@@ -245,18 +294,23 @@ def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config:
     stats = merge_stats(gather_object([rewards.stats()]))
     report = {"functions": rewards.describe(), "errors": stats, "prompts": len(prompts.tasks),
               "skipped_tasks": prompts.skipped, "source": prompts.kind,
-              "rubrics": prompts.rubrics(), "notes": prompts.notes, "per_step": curve,
+              "rubrics": prompts.rubrics(), "notes": notes, "per_step": curve,
               "curve": REWARD_CURVE_FILE if curve else None}
+    metrics = _metrics(history, curve, output)
+    if rollouts is not None:
+        tools = summarize(gather_object([rollouts.stats()]))
+        report["tools"] = {**rollouts.describe(), **tools}
+        metrics.update({k: v for k, v in tools.items() if k != "episodes"})
     if curve and state.is_main_process:
         from agentic_loop.plots import plot_reward_curve
 
         series = {name: [(row["step"], row[name]) for row in curve if name in row]
-                  for name in ["reward", *names]}
+                  for name in ["reward", *names, *TOOL_METRICS[:2]]  # the rates, on [0, 1]
+                  if name in ("reward", *names) or any(name in row for row in curve)}
         plot_reward_curve(series, stage_out / REWARD_CURVE_FILE,
                           title=f"GRPO reward per step ({stage_out.name})")
     steps = [h for h in history if "num_tokens" in h]
     tokens = int(steps[-1]["num_tokens"]) if steps else None
     result = StageResult("grpo", int(output.global_step), float(output.training_loss), runtime,
-                         tokens, Path(last).name if last else None,
-                         _metrics(history, curve, output))
+                         tokens, Path(last).name if last else None, metrics)
     return result, report

@@ -67,6 +67,7 @@ from agentic_loop.prompt_format import (
     rubric_requirements,
 )
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
+from agentic_loop.tools import ready_tools
 
 __all__ = ["PromptSet", "PromptTask", "load_prompt_set", "lock_rubric", "rubric_sha256",
            "stated_rubric"]
@@ -135,6 +136,9 @@ class PromptTask:
     task: str
     rubric: Rubric
     dropped: tuple[str, ...] = ()
+    #: the ready tools the policy may call (:func:`agentic_loop.tools.ready_tools` names,
+    #: from the task's ``metadata["tools"]``); empty for a plain task
+    tools: tuple[str, ...] = ()
 
     def messages(self) -> list[dict[str, str]]:
         """The architectures' first-draft prompt: system, task, requirements (the checks)."""
@@ -151,6 +155,11 @@ class PromptSet:
     sha256: str
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_tools(self) -> bool:
+        """Whether any task carries tools (GRPO then runs multi-turn tool rollouts)."""
+        return any(t.tools for t in self.tasks)
 
     def rows(self) -> list[dict[str, Any]]:
         """The training dataset: the prompt, and the index the reward functions look up."""
@@ -239,7 +248,7 @@ def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "chec
         key = (task_key(spec.task), rubric_sha256(locked))
         if key not in seen:
             seen.add(key)
-            tasks.append(PromptTask(spec.task, locked, dropped))
+            tasks.append(PromptTask(spec.task, locked, dropped, _tool_names(spec, where)))
     if not tasks:
         raise TrainingDataError(
             f"no task in {path} has a check to reward ({skipped} without one); GRPO needs "
@@ -248,8 +257,28 @@ def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "chec
     return PromptSet(path, kind, tasks, digest, skipped, _notes(kind, tasks, skipped))
 
 
+def _tool_names(spec: TaskSpec, where: str) -> tuple[str, ...]:
+    """The ready tools ``spec`` names in ``metadata["tools"]`` (checked now, not mid-run).
+
+    >>> _tool_names(TaskSpec(task="t", metadata={"tools": ["calculator", "lookup"]}), "t")
+    ('calculator', 'lookup')
+    """
+    names = spec.metadata.get("tools") or []
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f'{where}: metadata "tools" must be a list of tool names, got '
+                          f"{names!r:.100}")
+    try:
+        return tuple(t.name for t in ready_tools(list(names)))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}; name ready tools in its metadata \"tools\"") from None
+
+
 def _notes(kind: str, tasks: Sequence[PromptTask], skipped: int) -> list[str]:
     notes = []
+    with_tools = sum(bool(t.tools) for t in tasks)
+    if with_tools:
+        notes.append(f"{with_tools} tasks carry tools: their rollouts are episodes (the policy "
+                     "calls the tools, results appended as tokens), rewarded on the whole episode")
     dropped = sorted({name for t in tasks for name in t.dropped})
     if dropped:
         count = sum(bool(t.dropped) for t in tasks)

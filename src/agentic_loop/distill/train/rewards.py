@@ -18,7 +18,12 @@ one per check, named after it (weight ``check_reward_weight``, default 0)
     (the model did not stop), else 0.
 
 The completion is judged as the model wrote it (surrounding whitespace
-aside). The architectures strip a quoted "Here is ..." preamble from a draft
+aside). A tool rollout's completion (:mod:`.tool_rollout`) comes with its
+episode (the ``episode`` column, JSON): the output judged is the episode's
+final answer, and its checks run inside
+:func:`~agentic_loop.episodes.judging_episode`, so episode checks
+(``tool_called``, ``verified_with``, ``max_steps``) see every step.
+The architectures strip a quoted "Here is ..." preamble from a draft
 before judging it; the reward does not, so the policy learns to leave such
 habits out.
 
@@ -58,12 +63,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_loop.distill.train.prompt_set import PromptTask
+from agentic_loop.episodes import Episode, judging_episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric, registrations, restore_registrations
 from agentic_loop.judges.rubric import CheckResults
 
 __all__ = ["RewardFunction", "RewardStats", "RubricRewards", "Scored", "completion_text",
-           "merge_stats", "score_completion"]
+           "merge_stats", "score_completion", "score_episode"]
 
 RUBRIC = "rubric"
 FORMAT = "format_penalty"
@@ -135,6 +141,33 @@ def score_completion(rubric: Rubric, task: str, output: str) -> Scored:
     return Scored(evaluation.score / 10, credits, {}, not cleaned)
 
 
+def score_episode(rubric: Rubric, task: str, output: str, episode: str | None) -> Scored:
+    """:func:`score_completion` with ``episode`` (JSON) as the checks' current episode.
+
+    >>> from agentic_loop.episodes import Episode, ToolStep
+    >>> rubric = Rubric.for_constraints(tool_called="calculator")
+    >>> ran = Episode(steps=[ToolStep(name="calculator", content="4")], final="4")
+    >>> score_episode(rubric, "2+2?", "4", ran.model_dump_json()).score
+    1.0
+    >>> score_episode(rubric, "2+2?", "4", None).score
+    0.0
+    """
+    if episode is None:
+        return score_completion(rubric, task, output)
+    with judging_episode(Episode.model_validate_json(episode)):
+        return score_completion(rubric, task, output)
+
+
+_Key = tuple[int, str, str | None]
+
+
+def _key(index: int, completion: Any, episode: str | None) -> _Key:
+    """What one completion is scored on: its task, the output judged, its episode (if any)."""
+    if episode is None:
+        return index, completion_text(completion), None
+    return index, Episode.model_validate_json(episode).final, episode
+
+
 @dataclass
 class RewardStats:
     """How often one reward function was called and failed, and its first error."""
@@ -179,9 +212,11 @@ class RewardFunction:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
                  task_index: Sequence[int], completion_ids: Sequence[Sequence[int]] | None = None,
+                 episode: Sequence[str | None] | None = None,
                  **kwargs: Any) -> list[float | None]:
-        """One reward per completion (``None`` where this function does not apply)."""
-        scored = self._source.score_batch(task_index, completions)
+        """One reward per completion (``None`` where this function does not apply);
+        ``episode``: each completion's episode as JSON, from the tool rollouts."""
+        scored = self._source.score_batch(task_index, completions, episode)
         values: list[float | None] = []
         errors = 0
         for i, item in enumerate(scored):
@@ -222,7 +257,7 @@ class RubricRewards:
         self.workers = workers
         self._payload = _worker_payload(self.tasks) if workers else None
         self._pool: ProcessPoolExecutor | None = None
-        self._cache: dict[tuple[int, str], Scored] = {}
+        self._cache: dict[_Key, Scored] = {}
         self.functions = [RewardFunction(
             RUBRIC, 1.0, "the locked rubric's score / 10 on [0, 1] (checks only, computed in "
             "Python or the sandbox); 0 when a check raises", self, _rubric_value)]
@@ -247,19 +282,24 @@ class RubricRewards:
         """The functions' weights, in order (TRL's ``reward_weights``)."""
         return [f.weight for f in self.functions]
 
-    def score_batch(self, task_index: Sequence[int], completions: Sequence[Any]) -> list[Scored]:
-        """Each completion scored once per batch (the next function reads the cache)."""
-        keys = [(int(i), completion_text(c)) for i, c in zip(task_index, completions, strict=True)]
+    def score_batch(self, task_index: Sequence[int], completions: Sequence[Any],
+                    episodes: Sequence[str | None] | None = None) -> list[Scored]:
+        """Each completion scored once per batch (the next function reads the cache).
+
+        With ``episodes`` (JSON of :class:`~agentic_loop.episodes.Episode`), the output
+        judged is the episode's final answer, and the checks see the episode."""
+        found = list(episodes) if episodes is not None else [None] * len(completions)
+        keys = [_key(int(i), c, e) for i, c, e in zip(task_index, completions, found, strict=True)]
         missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
         if missing:
             fresh = dict(zip(missing, self._score(missing), strict=True))
             self._cache = {k: self._cache.get(k) or fresh[k] for k in keys}
         return [self._cache[k] for k in keys]
 
-    def _score(self, keys: Sequence[tuple[int, str]]) -> list[Scored]:
+    def _score(self, keys: Sequence[_Key]) -> list[Scored]:
         if not self.workers:
-            return [score_completion(self.tasks[i].rubric, self.tasks[i].task, text)
-                    for i, text in keys]
+            return [score_episode(self.tasks[i].rubric, self.tasks[i].task, text, episode)
+                    for i, text, episode in keys]
         try:
             pool = self._start_pool()
             chunk = max(1, len(keys) // (4 * self.workers))
@@ -353,6 +393,6 @@ def _init_worker(payload: _Payload) -> None:
     _WORKER_TASKS[:] = [(task, Rubric.from_dict(saved)) for task, saved, _ in payload]
 
 
-def _score_in_worker(key: tuple[int, str]) -> Scored:
+def _score_in_worker(key: _Key) -> Scored:
     task, rubric = _WORKER_TASKS[key[0]]
-    return score_completion(rubric, task, key[1])
+    return score_episode(rubric, task, key[1], key[2])

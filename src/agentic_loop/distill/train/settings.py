@@ -78,7 +78,8 @@ LLM_FEATURE_POLICIES: tuple[str, ...] = ("checks", "refuse")
 #: The fields only GRPO reads (left out of other methods' cards and fingerprints).
 GRPO_FIELDS: tuple[str, ...] = ("num_generations", "max_completion_length", "temperature",
                                 "use_vllm", "vllm_mode", "reward_workers", "check_reward_weight",
-                                "format_penalty", "llm_features")
+                                "format_penalty", "llm_features", "tool_max_turns",
+                                "free_first_turn")
 
 #: transformers' ``SchedulerType`` values (``lr_scheduler_type``).
 LR_SCHEDULERS: tuple[str, ...] = (
@@ -154,6 +155,11 @@ class TrainSettings:
     check_reward_weight: float = 0.0
     format_penalty: float = 0.0
     llm_features: str = "checks"
+    #: GRPO on tasks with tools: model turns an episode may take (its calls and the answer)
+    tool_max_turns: int = 4
+    #: GRPO on tasks with tools: let the policy choose its first turn (by default it is a
+    #: tool call, as ``tool_agent(first_tool_choice="any")`` makes it at inference)
+    free_first_turn: bool = False
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str]] = [
@@ -229,6 +235,8 @@ class TrainSettings:
             (self.check_reward_weight >= 0 and self.format_penalty >= 0,
              "check_reward_weight and format_penalty (--check-reward-weight, --format-penalty) "
              f"must be 0 or more, got {self.check_reward_weight:g} and {self.format_penalty:g}"),
+            (self.tool_max_turns >= 1,
+             f"tool_max_turns (--tool-max-turns) must be at least 1, got {self.tool_max_turns}"),
             (self.llm_features in LLM_FEATURE_POLICIES,
              f"llm_features (--llm-features) must be one of {', '.join(LLM_FEATURE_POLICIES)}, "
              f"got {self.llm_features!r}"),
