@@ -106,6 +106,17 @@ def test_the_step_limit_stops_an_agent_that_never_answers() -> None:
     assert len(llm.calls) == 3
 
 
+def test_a_safe_tool_is_one_step_when_the_episode_stops_on_a_limit() -> None:
+    """safe_tool runs its inner tool as a child run: the record keeps the outer call only."""
+    from agentic_loop.tools import safe_tool
+
+    agent, llm = tools_agent([], [safe_tool(calculator)])
+    llm.default = call("calculator", expression="2*2")
+    episode = run_episode(agent, ASK, max_steps=1)
+    assert episode.stop_reason == "step_limit"
+    assert [(s.call_id, s.content) for s in episode.tool_steps] == [("c1", "4")]
+
+
 def test_a_graph_recursion_limit_is_a_step_limit() -> None:
     def loop(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage("thinking", tool_calls=[])]}

@@ -179,9 +179,13 @@ class EpisodeRecorder(BaseCallbackHandler):
                 timing.error = f"{type(error).__name__}: {error}"
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID,
-                      inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                      parent_run_id: UUID | None = None, inputs: dict[str, Any] | None = None,
+                      **kwargs: Any) -> None:
         self._check_time(run_id)
         with self._lock:
+            parent = self._open.get(parent_run_id) if parent_run_id is not None else None
+            if parent is not None and parent.kind == "tool":
+                return  # a tool run inside a tool (safe_tool's inner tool): one step, not two
             timing = StepTiming("tool", time.perf_counter(), call_id=kwargs.get("tool_call_id"))
             self._open[run_id] = timing
             self.steps.append(timing)
