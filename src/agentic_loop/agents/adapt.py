@@ -50,7 +50,7 @@ from agentic_loop.models.tools import tool_specs
 from agentic_loop.models.wrappers import inner_chat_model, model_id_of
 
 __all__ = ["CUT_FROM_KEY", "TEMPERATURE_KEY", "AgentKind", "AgentRunner", "agent_chat_model",
-           "as_agent", "output_messages", "tool_agent"]
+           "agent_options", "as_agent", "output_messages", "tool_agent"]
 
 AgentKind = Literal["graph", "runnable", "tools"]
 #: The ``configurable`` key the package's own tool loop reads its sampling temperature from.
@@ -245,3 +245,29 @@ def output_messages(agent: AgentRunner, sent: Sequence[BaseMessage],
         return messages, len(given) if starts_with_sent else 0
     raise ConfigError(f"the agent returned {type(output).__name__}; an agent returns messages, "
                       "a message, a string or a dict with 'messages'")
+
+
+def agent_options(chat: Any, tools: Sequence[Any], *, first_tool_call: bool = False,
+                  max_steps: int | None = None) -> dict[str, Any]:
+    """The architecture keywords that make ``chat`` an agent with ``tools`` (none: ``llm`` only).
+
+    One rule for every caller (``agentic-loop run --tools --first-tool-call``, ``improve``'s
+    grow stage and gate): forcing each episode's first call needs the package's own tool loop,
+    built here, with ``chat`` as the judge; otherwise the architecture builds it from
+    ``tools=``.
+
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> llm = ScriptedChatModel()
+    >>> sorted(agent_options(llm, [len], max_steps=3))
+    ['llm', 'max_steps', 'tools']
+    >>> sorted(agent_options(llm, [len], first_tool_call=True))
+    ['judge', 'llm']
+    >>> agent_options(llm, [], max_steps=3) == {"llm": llm}
+    True
+    """
+    if not tools:
+        return {"llm": chat}
+    options: dict[str, Any] = (
+        {"llm": tool_agent(chat, list(tools), first_tool_choice="any"), "judge": chat}
+        if first_tool_call else {"llm": chat, "tools": list(tools)})
+    return options if max_steps is None else {**options, "max_steps": max_steps}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -35,7 +35,7 @@ def build_architecture(arch: str, model: str, *, archive: Path, reflections: Pat
     ``first_tool_call`` each episode's first model call is a tool call (small models
     seldom open with one by themselves).
     """
-    from agentic_loop.agents import tool_agent
+    from agentic_loop.agents import agent_options
     from agentic_loop.architectures import (
         ArchiveRefine,
         Reflexion,
@@ -60,12 +60,7 @@ def build_architecture(arch: str, model: str, *, archive: Path, reflections: Pat
     store = Archive(archive) if cls is ArchiveRefine else None
     memory = ReflexionMemory(reflections) if cls is Reflexion else None
     llm = load_chat_model(model, max_tokens=max_tokens)
-    agent: dict[str, Any] = {}
-    if chosen:
-        agent = ({"llm": tool_agent(llm, chosen, first_tool_choice="any"), "judge": llm}
-                 if first_tool_call else {"llm": llm, "tools": chosen})
-    if max_steps is not None:
-        agent["max_steps"] = max_steps
+    agent = agent_options(llm, chosen, first_tool_call=first_tool_call, max_steps=max_steps)
     return create_architecture(
         arch, agent.pop("llm", llm), archive=store, reflections=memory, refine=refine,
         target_score=target_score, max_iterations=max_iterations, trajectories=log, **agent)

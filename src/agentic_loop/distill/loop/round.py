@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentic_loop.agents import agent_options
 from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.loop.gating import agent_decision, agent_gate, eval_runners
 from agentic_loop.distill.loop.grow import (
@@ -58,7 +59,7 @@ from agentic_loop.distill.loop.report import (
 )
 from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.loop.state import STAGES, RoundState, write_json
-from agentic_loop.distill.loop.tool_use import agent_kwargs, task_tools, tool_use
+from agentic_loop.distill.loop.tool_use import task_tools, tool_use
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
@@ -119,8 +120,8 @@ class RoundRunner:
         memory = state.dir / "memory"
 
         def make(temperature: float, tools: Sequence[Any] = ()) -> Any:
-            agent = agent_kwargs(self.backend.chat(model, temperature, s.max_tokens), tools,
-                                 max_steps=s.max_steps, first_tool_call=s.first_tool_call)
+            agent = agent_options(self.backend.chat(model, temperature, s.max_tokens), tools,
+                                  max_steps=s.max_steps, first_tool_call=s.first_tool_call)
             return create_architecture(
                 s.arch, agent.pop("llm"), max_iterations=s.max_iterations,
                 archive=str(memory / "archive"), reflections=str(memory / "reflections"),

@@ -50,6 +50,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from agentic_loop.agents import agent_options
 from agentic_loop.architectures.results import RunResult, best_round
 from agentic_loop.distill.loop.records import MeanScore, Rate, ToolUse
 from agentic_loop.episodes import Episode
@@ -57,7 +58,7 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["AgentGate", "agent_kwargs", "any_tools", "answer_episode", "task_tools",
+__all__ = ["AgentGate", "any_tools", "answer_episode", "task_tools",
            "tool_groups", "tool_names", "tool_use"]
 
 
@@ -118,33 +119,6 @@ def tool_groups(specs: Sequence[TaskSpec]) -> list[tuple[tuple[BaseTool, ...], l
 def any_tools(specs: Sequence[TaskSpec]) -> bool:
     """Whether any task gives the agent tools (the round is then an agent round)."""
     return any(task_tools(s) for s in specs)
-
-
-def agent_kwargs(chat: Any, tools: Sequence[BaseTool], *, max_steps: int,
-                 first_tool_call: bool = False) -> dict[str, Any]:
-    """The architecture keywords that make ``chat`` an agent with ``tools`` (none: ``llm`` only).
-
-    The same rule as ``agentic-loop run --tools --first-tool-call``: forcing the
-    first call needs the package's tool loop built here, with ``chat`` as the judge.
-
-    >>> from agentic_loop.testing import ScriptedChatModel
-    >>> from agentic_loop.tools import calculator
-    >>> llm = ScriptedChatModel()
-    >>> sorted(agent_kwargs(llm, [calculator], max_steps=3))
-    ['llm', 'max_steps', 'tools']
-    >>> sorted(agent_kwargs(llm, [calculator], max_steps=3, first_tool_call=True))
-    ['judge', 'llm', 'max_steps']
-    >>> agent_kwargs(llm, [], max_steps=3) == {"llm": llm}
-    True
-    """
-    if not tools:
-        return {"llm": chat}
-    if first_tool_call:
-        from agentic_loop.agents import tool_agent
-
-        return {"llm": tool_agent(chat, list(tools), first_tool_choice="any"), "judge": chat,
-                "max_steps": max_steps}
-    return {"llm": chat, "tools": list(tools), "max_steps": max_steps}
 
 
 def answer_episode(run: Trajectory) -> Episode | None:
@@ -229,8 +203,8 @@ class _AgentRunner:
 
         g = self.gate
         kwargs: dict[str, Any] = {"max_iterations": g.max_iterations, **g.arch_kwargs,
-                                  **agent_kwargs(self.llm, task_tools(task),
-                                                 max_steps=g.max_steps)}
+                                  **agent_options(self.llm, task_tools(task),
+                                                  max_steps=g.max_steps)}
         kwargs.setdefault("archive", str(self.workdir / "archive"))
         kwargs.setdefault("reflections", str(self.workdir / "reflections"))
         arch = create_architecture(g.arch, kwargs.pop("llm"), rubric=task.rubric(), **kwargs)
