@@ -45,6 +45,7 @@ bench: setup vllm
 	$(BIN)/python bench/serve.py
 	$(BIN)/python bench/front.py
 	$(BIN)/python bench/flywheel.py
+	$(BIN)/python bench/tools_flywheel.py --train-tasks 40 --held-out 200 --rounds 3
 	$(BIN)/python bench/summary.py
 
 # vLLM throughput against in-process transformers, on its own.

@@ -241,6 +241,29 @@ def flywheel(d: dict[str, Any]) -> list[str]:
                  ("steps:", (f"{get(d, 'steps.improve')} in rounds, {get(d, 'steps.sft')} plain")))
 
 
+def tools_flywheel(d: dict[str, Any]) -> list[str]:
+    """Each row as a tool agent on the held-out tool tasks: pass and tool-use rates with their
+    intervals, and what the paired test against the base (and the control) allows."""
+    out = items(("held-out tool tasks (same for every row):", get(d, "tasks.held_out")), (
+        "optimizer steps:", f"{get(d, 'steps.rounds')} rounds, {get(d, 'steps.control')} control"))
+    for row in d.get("rows", []):
+        if row.get("pass_rate") is None:
+            out.append(f"{row.get('name')}: {row.get('skipped', 'not measured')}")
+            continue
+        said = "".join(f", {label} {row[key]['verdict']}" for key, label in
+                       (("vs_base", "vs base:"), ("vs_control", "vs control:"))
+                       if (row.get(key) or {}).get("verdict"))
+        free = row.get("free") or {}
+        adopted = (f", tools used unforced {pct(free.get('tool_use_rate'))}"
+                   f"{interval(free.get('tool_use_rate_ci95'), pct)}" if free else "")
+        method = f" ({row['method']})" if row.get("method") else ""
+        out.append(f"{row.get('name')}{method}: pass {pct(row.get('pass_rate'))}"
+                   f"{interval(row.get('pass_rate_ci95'), pct)}{adopted}, valid calls "
+                   f"{pct(row.get('tool_call_validity'))}{said}")
+    out += [f"{name}: {why}" for name, why in (d.get("skipped") or {}).items()]
+    return out
+
+
 def generic(d: dict[str, Any]) -> list[str]:
     """Any ratio-like numbers of a bench this script does not know yet (at most five)."""
     found = [(k, v) for k, v in leaves(d) if any(h in k.rsplit(".", 1)[-1] for h in RATIO_HINTS)]
@@ -259,7 +282,7 @@ def leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "models": models, "archive": archive, "loop": loop, "judges": judges, "pii": pii,
     "train": train, "serve": serve, "front": front, "quality": quality, "flywheel": flywheel,
-    "agents": agents}
+    "agents": agents, "tools_flywheel": tools_flywheel}
 
 
 # ------------------------------------------------------------- table
