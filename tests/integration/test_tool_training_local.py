@@ -24,7 +24,7 @@ from agentic_loop.distill import PiiGate, export_datasets
 from agentic_loop.distill.train import train
 from agentic_loop.distill.train.model_card import read_card
 from agentic_loop.distill.train.tool_format import engine_sft_rows
-from agentic_loop.distill.train.training_data import read_sft_rows
+from agentic_loop.distill.train.training_data import TrainingDataError, read_sft_rows
 from agentic_loop.episodes import Episode, ModelStep, ToolCall, ToolStep
 from agentic_loop.models import load_chat_model
 from agentic_loop.models.embedded import ensure_converted
@@ -105,6 +105,9 @@ def test_the_package_trains_sft_and_dpo_in_the_engine_format(export: Path,
     assert stage["steps"] == 1 and stage["train_loss"] > 0
     assert stage["metrics"]["tool_format"] == "engine"
     assert (stage["metrics"]["tool_rows"], stage["metrics"]["tool_turns"]) == (2, 4)
+
+    with pytest.raises(TrainingDataError, match="raise --max-length"):  # before any weights load
+        train(export, tmp_path / "short", method="sft", lora=True, **{**fast, "max_length": 32})
 
     dpo = train(export, tmp_path / "dpo", method="dpo", lora=True, **fast)
     metrics = read_card(dpo.model_dir).stages[0]["metrics"]

@@ -18,14 +18,14 @@ Example (the record one stage leaves, as the model card keeps it):
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.train.settings import TrainSettings, split_validation
 from agentic_loop.distill.train.tool_format import training_rows
-from agentic_loop.distill.train.training_data import TrainingData
+from agentic_loop.distill.train.training_data import TrainingData, TrainingDataError
 
 __all__ = ["StageResult", "common_args", "load_policy", "load_tokenizer", "lora_config",
            "no_final_checkpoint", "run_stage", "save_model", "trainer_kwargs"]
@@ -79,6 +79,7 @@ def run_stage(stage: str, model_dir: Path, stage_out: Path, data: TrainingData,
                                       config.validation_split, seed=config.seed)
     train_rows = training_rows(stage, rows, config.tool_format, tokenizer.chat_template)
     eval_rows = training_rows(stage, held_out, config.tool_format, tokenizer.chat_template)
+    _some_row_fits(stage, train_rows.rows, tokenizer, config.max_length)
     model, tokenizer = load_policy(model_dir, config, precision, tokenizer)
     args = _trainer_args(stage, config, precision, checkpoint_dir, progress)
     peft_config = lora_config(config) if config.lora else None
@@ -129,6 +130,38 @@ def load_tokenizer(model_dir: Path) -> Any:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def _some_row_fits(stage: str, rows: Sequence[dict[str, Any]], tokenizer: Any,
+                   max_length: int | None) -> None:
+    """Refuse, before the weights load, a stage none of whose prompts fits in ``max_length``
+    tokens: TRL would drop every row and fail deep inside with an empty sampler.
+
+    >>> class Chars:  # one token per character
+    ...     def apply_chat_template(self, messages, **kwargs):
+    ...         return list("".join(m["content"] for m in messages))
+    >>> _some_row_fits("sft", [{"prompt": [{"role": "user", "content": "x" * 9}]}], Chars(), 4)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.distill.train.training_data.TrainingDataError: every sft row's prompt ... above 9
+    """
+    if max_length is None or not rows:
+        return
+    import json
+
+    def prompt_tokens(row: dict[str, Any]) -> int:
+        tools = row.get("tools")
+        ids = tokenizer.apply_chat_template(
+            row["prompt"], tokenize=True, add_generation_prompt=True,
+            tools=json.loads(tools) if isinstance(tools, str) else tools)
+        return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
+    shortest = min(prompt_tokens(row) for row in rows)
+    if shortest >= max_length:
+        raise TrainingDataError(
+            f"every {stage} row's prompt is longer than max_length={max_length} tokens (the "
+            f"shortest has {shortest}); raise --max-length above {shortest}")
 
 
 def load_policy(model_dir: Path, config: TrainSettings, precision: str,
