@@ -47,7 +47,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from agentic_loop.distill.data.samples import Sample, task_key
-from agentic_loop.episodes import Episode, ModelStep, ToolStep
+from agentic_loop.episodes import Episode, ModelStep, ToolStep, UserStep
 
 __all__ = [
     "EpisodeMeta",
@@ -75,7 +75,6 @@ __all__ = [
 ]
 
 #: The step kinds that are a user's turn (a simulated user answering the agent).
-USER_KINDS = frozenset({"user"})
 
 
 class OmitsAbsent(BaseModel):
@@ -149,13 +148,9 @@ class EpisodeMeta(OmitsAbsent):
     user_turns: int | None = None
 
 
-def _is_user(step: Any) -> bool:
-    return getattr(step, "kind", None) in USER_KINDS
-
-
 def episode_meta(episode: Episode) -> EpisodeMeta:
     """The counts a row's metadata and the manifest keep of ``episode``."""
-    users = sum(_is_user(s) for s in episode.steps)
+    users = len(episode.user_steps)
     return EpisodeMeta(model_steps=episode.model_calls,
                        tool_calls=sum(len(s.tool_calls) for s in episode.model_steps),
                        tools_called=episode.tools_called, user_turns=users or None)
@@ -229,8 +224,8 @@ def episode_messages(episode: Episode, final: str) -> list[Message]:
             cid = answers[i] or step.call_id or f"result_{i}"
             body = step.content if step.error is None else f"Error: {step.error}"
             messages.append(Message(role="tool", content=body, tool_call_id=cid, name=step.name))
-        elif _is_user(step):
-            messages.append(Message(role="user", content=str(getattr(step, "text", "") or "")))
+        elif isinstance(step, UserStep):
+            messages.append(Message(role="user", content=step.text))
     if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
         messages.pop()
     return [*messages, Message(role="assistant", content=final)]
@@ -287,8 +282,8 @@ def episode_signature(episode: Episode | None) -> tuple[tuple[str, str], ...]:
         if isinstance(step, ModelStep):
             found += [(c.name, json.dumps(c.args, sort_keys=True, ensure_ascii=False,
                                           default=str)) for c in step.tool_calls]
-        elif _is_user(step):
-            found.append(("<user>", str(getattr(step, "text", ""))))
+        elif isinstance(step, UserStep):
+            found.append(("<user>", step.text))
     return tuple(found)
 
 

@@ -251,10 +251,8 @@ def _map_episode(episode: Episode, swap: Callable[[str, str], str], where: str) 
                 "args": _map_strings(step.args, f"{at}.{step.name}", swap),
                 "content": text(f"{at}.content", step.content),
                 "error": text(f"{at}.error", step.error)}))
-        elif isinstance(getattr(step, "text", None), str):  # a (simulated) user's turn
+        else:  # a simulated user's turn
             steps.append(step.model_copy(update={"text": text(f"{at}.text", step.text)}))
-        else:
-            steps.append(step)
     return episode.model_copy(update={"steps": steps,
                                       "final": text(f"{where}.final", episode.final),
                                       "error": text(f"{where}.error", episode.error)})

@@ -73,7 +73,7 @@ from agentic_loop.architectures.results import RunResult, best_round
 from agentic_loop.architectures.runner import Runner, run_specs
 from agentic_loop.architectures.settings import UncheckedConstraintsWarning
 from agentic_loop.distill.loop.tool_use import task_tools, tool_groups
-from agentic_loop.episodes import Episode, ModelStep, ToolStep
+from agentic_loop.episodes import Episode, ModelStep, ToolStep, UserStep
 from agentic_loop.judges import Rubric
 from agentic_loop.prompt_format import fresh_draft_prompt, rubric_requirements
 from agentic_loop.tasks.spec import TaskSpec
@@ -291,8 +291,8 @@ def _episode_texts(episode: Episode | None) -> list[str]:
             texts += [step.text, *(f"{c.name} {c.args}" for c in step.tool_calls)]
         elif isinstance(step, ToolStep):
             texts += [f"{step.name} {step.args}", step.content, step.error or ""]
-        else:  # another party's turn (a simulated user's reply) may repeat what it was told
-            texts.append(str(getattr(step, "text", "")))
+        elif isinstance(step, UserStep):  # a simulated user's reply may repeat what it was told
+            texts.append(step.text)
     return texts
 
 
