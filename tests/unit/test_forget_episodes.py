@@ -110,6 +110,8 @@ def test_forgetting_a_user_erases_her_episodes_and_every_copy(tmp_path: Path) ->
     log.append(_bob_run("text", entry.id, "Tagline for a kite festival"))
     export_datasets([trajectories], root / "runs" / "data", pii="off", include_exemplars=True,
                     embedder=HashingEmbedder(), dedup_threshold=None)
+    manifest = json.loads((root / "runs" / "data" / "manifest.json").read_text())
+    agent_rows = manifest["episodes"]["sft"]["rows"]
     b2 = _bob_run("turns", entry.id, "Slogan for a kite festival")
     log.append(b2)
     with Archive(archive_root, embedder=HashingEmbedder()) as archive:  # Bob's answer, archived
@@ -131,6 +133,11 @@ def test_forgetting_a_user_erases_her_episodes_and_every_copy(tmp_path: Path) ->
 
     assert report.counts()["trajectories"] == 1 and report.counts()["archive_entries"] == 1
     assert _grep(root, PLANTED) == {}
+    export = root / "runs" / "data"  # the manifest counts the agent rows that are left
+    left = [json.loads(line) for line in (export / "sft.jsonl").read_text().splitlines()
+            if line.strip()] if (export / "sft.jsonl").is_file() else []
+    episodes = json.loads((export / "manifest.json").read_text())["episodes"]
+    assert episodes["sft"]["rows"] == sum("episode" in r["metadata"] for r in left) < agent_rows
     kept = TrajectoryLog(trajectories).read()
     assert len(kept) == 2
     for run in kept:

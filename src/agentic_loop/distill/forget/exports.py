@@ -182,9 +182,29 @@ def _update_manifest(folder: Path, manifest: dict[str, Any], result: ExportErasu
                                  "sha256": _sha256(path)}
             elif name in result.per_file:
                 outputs[name] = {**outputs[name], "rows": 0, "written": False, "sha256": None}
+    if "episodes" in manifest:  # the agent rows' counts follow the rows that are left
+        manifest["episodes"] = _episode_counts(folder)
     erasures = manifest.setdefault("erasures", [])
     if isinstance(erasures, list):
         erasures.append({"at": utc_stamp(), "reason": reason, "rows_removed": result.rows_removed,
                          "per_file": dict(result.per_file)})
     payload = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     atomic_write_bytes(folder / MANIFEST, payload.encode())
+
+
+def _episode_counts(folder: Path) -> dict[str, Any] | None:
+    """The manifest's ``episodes`` counts of the rows an export folder holds now (None: rows this
+    version cannot read, so no count is guessed)."""
+    from agentic_loop.distill.data.datasets import PairRow, SftRow
+    from agentic_loop.distill.data.manifest import episode_counts
+
+    def rows(name: str) -> list[bytes]:
+        path = folder / name
+        return ([line for line in path.read_bytes().splitlines() if line.strip()]
+                if path.is_file() else [])
+
+    try:
+        return episode_counts([SftRow.model_validate_json(r) for r in rows(_DATA_FILES[0])],
+                              [PairRow.model_validate_json(r) for r in rows(_DATA_FILES[1])])
+    except ValueError:
+        return None
