@@ -42,7 +42,7 @@ def test_every_architecture_shows_the_same_three_schemas(tmp_path):
         context = graph.get_context_jsonschema()
         assert set(context["properties"]) == {"constraints", "target_score", "max_iterations",
                                               "samples_per_round", "temperature", "max_steps",
-                                              "episode_timeout_s"}
+                                              "episode_timeout_s", "user_sim"}
 
 
 def test_the_output_is_the_result_not_the_loops_internals():

@@ -251,3 +251,22 @@ def test_the_run_settings_keep_the_simulator_from_a_context_or_the_config() -> N
     assert _user_sim(None, {}) is None
     with pytest.raises((ConfigError, ValueError)):
         _user_sim(None, {USER_SIM_KEY: {"kind": "scripted"}})
+
+
+def test_a_run_context_sends_a_simulator_but_never_an_import_path_or_a_model() -> None:
+    """A served graph takes its context from anyone: a simulator rides in it as plain data."""
+    from agentic_loop.architectures.schemas import RunSettings
+
+    llm = ScriptedChatModel(model_id="agent", responses=[
+        "Which order number is it?", lookup(), f"Order {ORDER.id} is {ORDER.status}."])
+    result = Reflection(llm, tools=[order_lookup]).run(
+        "Where is my order?", user_sim=UserSimulator.scripted([f"It's {ORDER.id}."]),
+        constraints={"answer": ORDER.status})
+    episode = result.trajectory.rounds[-1].episode
+    assert result.passed and episode is not None and episode.user_steps[0].text.endswith(
+        f"{ORDER.id}.")
+    with pytest.raises(ValueError, match="registered stop check"):  # pydantic wraps ConfigError
+        RunSettings(user_sim={"replies": ["hi"], "stop": "os:system"})
+    with pytest.raises(ValueError, match="may not name a model"):
+        RunSettings(user_sim=UserSimulator.chat("p", "g", model="local"))
+    assert RunSettings(user_sim={"replies": ["hi"]}).user_sim["kind"] == "scripted"  # type: ignore[index]

@@ -53,7 +53,7 @@ MAX_RUN_ITERATIONS = 20
 
 #: The settings a run's context may carry (``Architecture.run`` takes them as keywords).
 CONTEXT_FIELDS = ("constraints", "target_score", "max_iterations", "samples_per_round",
-                  "temperature", "max_steps", "episode_timeout_s")
+                  "temperature", "max_steps", "episode_timeout_s", "user_sim")
 #: The most model calls a run's context may give an agent's episode, and the longest wall clock.
 MAX_RUN_STEPS = 100
 MAX_RUN_EPISODE_S = 3_600.0
@@ -146,6 +146,32 @@ class RunSettings(BaseModel):
     episode_timeout_s: float | None = Field(
         default=None, gt=0, le=MAX_RUN_EPISODE_S,
         description="An agent's episode ends after this many seconds (time_limit).")
+    user_sim: dict[str, Any] | None = Field(
+        default=None,
+        description='A simulated user who answers the agent, as UserSimulator JSON: {"kind": '
+                    '"scripted", "replies": [...]} or {"kind": "chat", "persona": ..., "goal": '
+                    "...} (the run's own model plays it); its stop check by registered name.")
+
+    @field_validator("user_sim", mode="before")
+    @classmethod
+    def _served_user_sim(cls, value: Any) -> dict[str, Any] | None:
+        """A run's simulated user as JSON, refused when it would import or load what the
+        sender names: a served graph takes context from anyone who can reach it. (From Python,
+        pass any simulator in ``config["configurable"][USER_SIM_KEY]``.)"""
+        from agentic_loop.agents.user_sim import user_sim_of
+
+        user = user_sim_of(value)
+        if user is None:
+            return None
+        if isinstance(user.stop, str) and ":" in user.stop:
+            raise ConfigError(f"user_sim.stop={user.stop!r}: a run's context may name only a "
+                              "registered stop check, never an import path; register it on the "
+                              "server, or pass the simulator in the run's config")
+        if user.model is not None:
+            raise ConfigError(f"user_sim.model={user.model!r}: a run's context may not name a "
+                              "model to load; leave it out (the run's model plays the user), "
+                              "or pass the simulator in the run's config")
+        return user.model_dump(mode="json")
 
     @field_validator("temperature")
     @classmethod
