@@ -114,7 +114,7 @@ def test_langgraph_dev_serves_all_three_graphs(server):
             schemas["output_schema"]["properties"])
         assert set(schemas["context_schema"]["properties"]) == {
             "constraints", "target_score", "max_iterations", "samples_per_round", "temperature",
-            "max_steps", "episode_timeout_s"}
+            "max_steps", "episode_timeout_s", "user_sim"}
 
         thread = client.threads.create()
         started = time.perf_counter()
