@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentic_loop.clean_text import clean_text, fix_surrogates
 from agentic_loop.clock import utc_now
@@ -63,6 +63,7 @@ __all__ = [
     "ConsentEvent",
     "DraftPrompt",
     "FeedbackEvent",
+    "ReviewLabel",
     "Round",
     "TokenUsage",
     "Trajectory",
@@ -177,6 +178,9 @@ class Round(BaseModel):
     #: the agent's episode that produced the draft: every model call, tool call and tool
     #: result in order (None for a plain model's answer, and in runs logged before schema 4)
     episode: Episode | None = None
+    #: the model that judged the draft's LLM features (None: no model was asked, the
+    #: checks decided; and in runs logged before this field existed)
+    judge: str | None = None
 
 
 class Trajectory(BaseModel):
@@ -205,6 +209,8 @@ class Trajectory(BaseModel):
     user_id_hash: str | None = None
     consent: bool | None = None
     feedback: Feedback | None = None
+    #: a person's latest review of the run (``agentic-loop review``), merged in on read
+    review: ReviewLabel | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -239,6 +245,43 @@ class FeedbackEvent(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
 
 
+class ReviewLabel(BaseModel):
+    """A person's label on a logged run: accept/reject, a 1-5 rating, a comment (any of them).
+
+    Written to ``reviews.jsonl`` beside the trajectories (the local review
+    queue, or labels pulled from a LangSmith annotation queue); the latest
+    label of a run joins it on :meth:`TrajectoryLog.read`. A rejected run
+    leaves the SFT set and becomes a DPO negative; the monitor compares the
+    labels with the judge's scores.
+
+    >>> ReviewLabel(trajectory_id="t1", verdict="reject", rating=2).verdict
+    'reject'
+    >>> ReviewLabel(trajectory_id="t1")
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for ReviewLabel
+      Value error, a review label needs a verdict, a rating or a comment (trajectory t1) ...
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    trajectory_id: str = Field(min_length=1)
+    verdict: Literal["accept", "reject"] | None = None
+    rating: int | None = Field(default=None, ge=1, le=5)
+    comment: str | None = Field(default=None, max_length=4000)
+    reviewer: str | None = None
+    #: where the label was given: the local queue, or a LangSmith annotation queue
+    source: Literal["local", "langsmith"] = "local"
+    created_at: datetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> ReviewLabel:
+        if self.verdict is None and self.rating is None and not (self.comment or "").strip():
+            raise ValueError("a review label needs a verdict, a rating or a comment "
+                             f"(trajectory {self.trajectory_id})")
+        return self
+
+
 class ConsentEvent(BaseModel):
     """A user's consent to training on their runs, given or withdrawn after the runs."""
 
@@ -258,6 +301,7 @@ class TrajectoryLog:
     FILE = "trajectories.jsonl"
     FEEDBACK_FILE = "feedback.jsonl"
     CONSENT_FILE = "consent.jsonl"
+    REVIEW_FILE = "reviews.jsonl"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         path = Path(path).expanduser()
@@ -274,6 +318,7 @@ class TrajectoryLog:
                                                            FeedbackEvent)
         self._consent: JsonlLog[ConsentEvent] = JsonlLog(self.dir / self.CONSENT_FILE,
                                                          ConsentEvent)
+        self._reviews: JsonlLog[ReviewLabel] = JsonlLog(self.dir / self.REVIEW_FILE, ReviewLabel)
 
     @property
     def path(self) -> Path:
@@ -304,8 +349,27 @@ class TrajectoryLog:
         self._consent.append(ConsentEvent(user_id_hash=hash_user_id(user_id, salt),
                                           consent=bool(consent)))
 
+    def record_review(self, label: ReviewLabel) -> None:
+        """Store a person's label on a logged run; :meth:`read` merges the latest one in.
+
+        >>> import tempfile
+        >>> log = TrajectoryLog(tempfile.mkdtemp())
+        >>> log.append(Trajectory(architecture="a", model_id="m", task="t", id="r1"))
+        >>> log.record_review(ReviewLabel(trajectory_id="r1", verdict="reject", rating=1))
+        >>> log.read()[0].review.verdict, len(log.reviews())
+        ('reject', 1)
+        """
+        if not isinstance(label, ReviewLabel):
+            raise ConfigError(f"record_review takes a ReviewLabel, got {type(label).__name__}")
+        self._reviews.append(label)
+
+    def reviews(self) -> list[ReviewLabel]:
+        """Every stored review label, oldest first (a run labelled twice appears twice)."""
+        return self._reviews.read_all()
+
     def read(self) -> list[Trajectory]:
-        """Every valid trajectory, oldest first, with the latest feedback and consent merged in.
+        """Every valid trajectory, oldest first, with the latest feedback, review and consent
+        merged in.
 
         Corrupt lines are skipped with a warning naming ``file:line``.
         """
@@ -313,11 +377,14 @@ class TrajectoryLog:
                                        for e in self._feedback.read_all()}
         consent = ({e.user_id_hash: e.consent for e in self._consent.read_all()}
                    if self._consent.path.is_file() else {})
+        reviewed = {label.trajectory_id: label for label in self.reviews()}
         out = []
         for t in self._log.read_all():
             update: dict[str, Any] = {}
             if t.id in latest:
                 update["feedback"] = latest[t.id]
+            if t.id in reviewed:
+                update["review"] = reviewed[t.id]
             if t.user_id_hash in consent:
                 update["consent"] = consent[t.user_id_hash]
             out.append(t.model_copy(update=update) if update else t)

@@ -96,6 +96,8 @@ def test_old_trajectory_files_still_load_and_show_as_results(tmp_path):
     assert [(r.pop("model"), r.pop("alternatives")) for r in rounds] == [(None, [])] * 2
     # added in schema 4: the agent's episode behind a draft (none for a plain model)
     assert [r.pop("episode") for r in rounds] == [None] * 2
+    # added with judge models of their own (issue 34): the model that judged (none recorded)
+    assert [r.pop("judge") for r in rounds] == [None] * 2
     assert rounds == json.loads(OLD_LINE)["rounds"]
 
 

@@ -104,11 +104,13 @@ def task_rubric(task: str) -> Rubric:
 def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
                  prompt: DraftPrompt | None = None, cut_from: int | None = None,
                  model: str | None = None, alternatives: Sequence[Candidate] = (),
-                 critique_text: bool = False, episode: Episode | None = None) -> Round:
+                 critique_text: bool = False, episode: Episode | None = None,
+                 judge: str | None = None) -> Round:
     """The round a critique makes of a draft (written from ``prompt`` by ``model``, cut from
     ``cut_from``, in ``episode`` when an agent wrote it); its feedback is
     :func:`~.prompts.refine_feedback` of the critique (the critic's advice only with
-    ``critique_text``)."""
+    ``critique_text``). ``judge`` (the critic's model id) is recorded only when that model
+    was asked (``critique.attempts > 0``): a verdict of the checks alone names no judge."""
     return Round(iteration=iteration, draft=draft, score=critique.score, passed=critique.passed,
                  features=dict(critique.values), critique=critique.critique,
                  overall_score=critique.overall_score,
@@ -116,7 +118,7 @@ def judged_round(iteration: int, draft: str, critique: Critique, seconds: float,
                                           critique.critique if critique_text else None),
                  latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
                  prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives),
-                 episode=episode)
+                 episode=episode, judge=judge if critique.attempts > 0 else None)
 
 
 class LoopNodes:
@@ -333,7 +335,8 @@ class LoopNodes:
                                         cut_from=chosen.get("cut_from"),
                                         model=chosen.get("model"), alternatives=others,
                                         critique_text=self.critique_text,
-                                        episode=chosen.get("episode"))]}
+                                        episode=chosen.get("episode"),
+                                        judge=model_id_of(self.judge_llm))]}
 
     def _critique(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         return {} if state.get("errors") else self._judge(state, config)
