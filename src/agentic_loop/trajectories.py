@@ -277,8 +277,8 @@ class ReviewLabel(BaseModel):
     @model_validator(mode="after")
     def _says_something(self) -> ReviewLabel:
         if self.verdict is None and self.rating is None and not (self.comment or "").strip():
-            raise ValueError("a review label needs a verdict, a rating or a comment "
-                             f"(trajectory {self.trajectory_id})")
+            raise ConfigError("a review label needs a verdict, a rating or a comment "
+                              f"(trajectory {self.trajectory_id})")
         return self
 
 

@@ -14,6 +14,12 @@ Example:
     'v1'
 """
 
+from agentic_loop.distill.release.judge_agreement import (
+    AgreementReport,
+    JudgeAgreement,
+    judge_agreement,
+    judged_rewards_allowed,
+)
 from agentic_loop.distill.release.live import ServingState, read_serving, sync_served
 
 # registers "registry:<dir>" in the models' provider table (also an entry point, pyproject.toml)
@@ -31,6 +37,8 @@ from agentic_loop.distill.release.serve_watch import RegistryServer, serve_regis
 
 __all__ = [
     "REGISTRY_PROVIDER",
+    "AgreementReport",
+    "JudgeAgreement",
     "RegistryChatModel",
     "ModelVersion",
     "MonitorReport",
@@ -43,6 +51,8 @@ __all__ = [
     "ServingState",
     "VLLMNotInstalledError",
     "VLLMServer",
+    "judge_agreement",
+    "judged_rewards_allowed",
     "monitor",
     "read_serving",
     "serve",

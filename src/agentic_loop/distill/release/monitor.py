@@ -17,7 +17,16 @@ trigger a rollback. Which runs belong to which version: see
 :mod:`~agentic_loop.distill.release.monitor_stats`.
 
 A breach of a version that is not current (a canary candidate) gives the
-verdict ``hold``: do not promote it; there is nothing to roll back.
+verdict ``hold``: do not promote it; there is nothing to roll back. A
+registry with no current version (and no ``version=``) gives the verdict
+``no version``: nothing to check, and the judge's agreement is still reported.
+
+The judge is watched too (:mod:`~agentic_loop.distill.release.judge_agreement`):
+the report's ``agreement`` holds, per judge and version, Spearman and Cohen's
+kappa against people's labels over every labelled run (labels are sparse, so
+no window). Its alarm (``agreement.raised``) never rolls a version back (the
+judge, not the served model, is what disagrees); it refuses judged rewards
+in the improve loop and makes ``agentic-loop monitor`` exit 1.
 
 The report (:class:`MonitorReport`) is a pydantic record: ``agentic-loop
 monitor --json`` writes ``model_dump(mode="json")``, and ``model_validate``
@@ -40,6 +49,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentic_loop.distill.release.judge_agreement import AgreementReport, judge_agreement
 from agentic_loop.distill.release.monitor_stats import (
     VersionMap,
     VersionStats,
@@ -47,13 +57,14 @@ from agentic_loop.distill.release.monitor_stats import (
     group_by_version,
     version_stats,
 )
-from agentic_loop.distill.release.registry import Registry, RegistryError, replay_audit
+from agentic_loop.distill.release.registry import Registry, replay_audit
 from agentic_loop.tables import percent
 from agentic_loop.trajectories import Trajectory, TrajectoryLog, trajectory_files
 
-__all__ = ["Breach", "MonitorReport", "MonitorSettings", "Verdict", "find_breaches", "monitor"]
+__all__ = ["Breach", "MonitorReport", "MonitorSettings", "Verdict", "find_breaches", "monitor",
+           "read_runs"]
 
-Verdict = Literal["healthy", "breach", "insufficient data", "no baseline"]
+Verdict = Literal["healthy", "breach", "insufficient data", "no baseline", "no version"]
 Action = Literal["none", "rolled back", "hold"]
 
 
@@ -75,6 +86,9 @@ class MonitorSettings(BaseModel):
     min_feedback_ratio: float | None = Field(default=None, gt=0.0, le=1.0)
     #: rated runs each version needs before feedback is judged
     min_rated: int = Field(default=20, ge=1)
+    #: the judge-vs-people alarm: Spearman or kappa below this, on at least ``min_labels``
+    agreement_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
+    min_labels: int = Field(default=20, ge=1)
 
     def window(self) -> Window:
         """The window these settings describe."""
@@ -157,6 +171,8 @@ class MonitorReport(BaseModel):
     stats: list[VersionStats] = Field(default_factory=list)
     #: runs of no registry version, per model id (never guessed)
     unattributed: dict[str, int] = Field(default_factory=dict)
+    #: the judge against people's labels, per judge and version (None in older reports)
+    agreement: AgreementReport | None = None
 
     def stats_of(self, version: str | None) -> VersionStats | None:
         """The stats of ``version`` (None when it served no run in the window)."""
@@ -170,9 +186,10 @@ def _rollback_target(registry: Registry) -> str | None:
     return previous[-1] if previous else None
 
 
-def _trajectories(source: TrajectoryLog | str | os.PathLike[str] | Iterable[Trajectory]
-                  ) -> list[Trajectory]:
-    """The runs of ``source``; a folder is read with every trajectory log under it."""
+def read_runs(source: TrajectoryLog | str | os.PathLike[str] | Iterable[Trajectory]
+              ) -> list[Trajectory]:
+    """The runs of ``source``, people's labels joined; a folder is read with every trajectory
+    log under it."""
     if isinstance(source, TrajectoryLog):
         if source.path.is_file() or source.path.name != TrajectoryLog.FILE:
             return source.read()
@@ -193,23 +210,32 @@ def monitor(trajectories: TrajectoryLog | str | os.PathLike[str] | Iterable[Traj
     back (audit reason: the metrics, numbers and window) and the live server
     is asked to follow. ``served_names`` are model ids every version answers
     under (default: the registry's live stable name), attributed by time.
+    The report's ``agreement`` checks the judge against people's labels
+    (thresholds in ``settings``); it never rolls back.
     """
     settings = settings or MonitorSettings()
     reg = registry if isinstance(registry, Registry) else Registry(registry)
     current = reg.current
     checked = reg.get(version).version if version else (current.version if current else None)
-    if checked is None:
-        raise RegistryError(f"registry {reg.root} has no current version to monitor; promote "
-                            "one first, or pass version=")
-    base = reg.get(baseline).version if baseline else _rollback_target(reg)
+    runs = read_runs(trajectories)
+    agreement = judge_agreement(runs, threshold=settings.agreement_threshold,
+                                min_labels=settings.min_labels, registry=reg,
+                                served_names=served_names)
     window = settings.window()
+    if checked is None:
+        return MonitorReport(version=None, baseline=None, verdict="no version",
+                             window=window.describe(), agreement=agreement, reason=(
+                                 f"registry {reg.root} has no current version to monitor; "
+                                 "promote one first, or pass version= (--version)"))
+    base = reg.get(baseline).version if baseline else _rollback_target(reg)
     grouped, models, unattributed = group_by_version(
-        _trajectories(trajectories), VersionMap.from_registry(reg, served_names))
+        runs, VersionMap.from_registry(reg, served_names))
     order = [v.version for v in reg.versions()]
     stats = [version_stats(v, models[v], window.apply(grouped[v]))
              for v in sorted(grouped, key=order.index)]
     report = MonitorReport(stats=stats, version=checked, baseline=base, verdict="healthy",
-                           window=window.describe(), unattributed=dict(Counter(unattributed)))
+                           window=window.describe(), unattributed=dict(Counter(unattributed)),
+                           agreement=agreement)
     if base is None:
         report.verdict, report.reason = "no baseline", (
             f"{checked} has no earlier version to compare with (nothing to roll back to)")
