@@ -318,6 +318,10 @@ def parser() -> argparse.ArgumentParser:
                         "last candidate")
     p.add_argument("--deadline-utc", default=None,
                    help="HH:MM (UTC): start no phase likely to end after it")
+    p.add_argument("--episode-timeout-s", type=float, default=3600.0,
+                   help="wall-clock limit of one agent episode in every phase (measure, grow, "
+                        "gate); 32 episodes share one batched engine, so the package's default "
+                        "(300 s) cuts episodes that only waited their turn")
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (PNG next to it)")
     p.add_argument("--keep", type=Path, default=None,
                    help="keep the work folder (models, rounds) here instead of a temp dir")
@@ -333,6 +337,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          + "\n- ".join(missing))
     from quality import machine  # type: ignore[import-not-found]  # bench/ is on the path
 
+    from agentic_loop.architectures import Architecture
+
+    # improve builds its own architectures (grow, gate): the limit reaches them as the default
+    # of every Architecture made in this process
+    defaults = Architecture.__init__.__kwdefaults__
+    assert defaults is not None and "episode_timeout_s" in defaults
+    defaults["episode_timeout_s"] = args.episode_timeout_s
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = args.keep or Path(tempfile.mkdtemp(prefix="tools-flywheel-"))
     os.environ.setdefault("AGENTIC_LOOP_DATA", str(work / "data"))  # the run's places log
@@ -342,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "command": " ".join(["python", "bench/tools_flywheel.py",
                                    *(argv if argv is not None else sys.argv[1:])]),
               "machine": machine(),
+              "episode_timeout_s": args.episode_timeout_s,
               "note": "A shared machine: compare rows within one run (paired, same tasks)."}
     try:
         run = Bench(o, work, args.out, deadline_of(args.deadline_utc), header)
