@@ -181,6 +181,9 @@ class Round(BaseModel):
     #: the model that judged the draft's LLM features (None: no model was asked, the
     #: checks decided; and in runs logged before this field existed)
     judge: str | None = None
+    #: how a best-of-n tie on the checks was broken by a group ranker (``rank_ties=True``);
+    #: None (left out of the JSON): no tie, or no ranker
+    tie_break: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Trajectory(BaseModel):

@@ -183,6 +183,10 @@ class Architecture(Runner):
             in one batched generation; the checks pick the best, which the LLM judge
             then scores (see :mod:`.sampling`); the others are kept on the round
             (``Round.alternatives``). 1 (the default): one answer per round.
+        rank_ties: with best-of-n, samples the checks tie (same pass and score) are
+            ordered by a :class:`~agentic_loop.judges.GroupRanker` on the judge model
+            (the rubric's judged features, two presentation orders) instead of going
+            to the earlier one; the round records it (``Round.tie_break``).
         temperature: the sampling temperature per round: a number, a sequence (round
             ``i`` takes item ``i``, the last repeats, e.g. ``(0.3, 0.7, 1.0)``) or a
             callable of the round index; ``None`` (the default) keeps the model's own.
@@ -218,6 +222,7 @@ class Architecture(Runner):
         critique_text: bool = False,
         critic_retries: int = 2,
         samples_per_round: int = 1,
+        rank_ties: bool = False,
         temperature: TemperatureSchedule = None,
         retry: RetryPolicy | None = None,
         llm_retries: int | None = None,
@@ -270,6 +275,7 @@ class Architecture(Runner):
         self.critique_text = critique_text
         self.critic_retries = critic_retries
         self.samples_per_round = check_samples(samples_per_round)
+        self.rank_ties = bool(rank_ties)
         self.temperature = check_schedule(temperature)
         self.retry = retry_policy(retry, llm_retries, retry_backoff_s)
         self.max_task_chars = max_task_chars

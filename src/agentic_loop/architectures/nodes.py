@@ -75,7 +75,7 @@ from agentic_loop.architectures.settings import (
 from agentic_loop.architectures.state import LoopState
 from agentic_loop.architectures.tracing import node_metadata
 from agentic_loop.episodes import Episode
-from agentic_loop.judges import Critic, Critique, Rubric, rubric_for_task
+from agentic_loop.judges import Critic, Critique, GroupRanker, Rubric, rubric_for_task
 from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
@@ -105,7 +105,7 @@ def judged_round(iteration: int, draft: str, critique: Critique, seconds: float,
                  prompt: DraftPrompt | None = None, cut_from: int | None = None,
                  model: str | None = None, alternatives: Sequence[Candidate] = (),
                  critique_text: bool = False, episode: Episode | None = None,
-                 judge: str | None = None) -> Round:
+                 judge: str | None = None, tie_break: str | None = None) -> Round:
     """The round a critique makes of a draft (written from ``prompt`` by ``model``, cut from
     ``cut_from``, in ``episode`` when an agent wrote it); its feedback is
     :func:`~.prompts.refine_feedback` of the critique (the critic's advice only with
@@ -118,7 +118,8 @@ def judged_round(iteration: int, draft: str, critique: Critique, seconds: float,
                                           critique.critique if critique_text else None),
                  latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
                  prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives),
-                 episode=episode, judge=judge if critique.attempts > 0 else None)
+                 episode=episode, judge=judge if critique.attempts > 0 else None,
+                 tie_break=tie_break)
 
 
 class LoopNodes:
@@ -149,6 +150,7 @@ class LoopNodes:
     retry: RetryPolicy
     max_output_chars: int | None
     samples_per_round: int
+    rank_ties: bool
     temperature: Any
     #: how a fresh draft shows retrieved exemplars (ArchiveRefine: few-shot ``"turns"``)
     exemplars_as: ExemplarStyle = "text"
@@ -321,8 +323,12 @@ class LoopNodes:
         shown = shown_outputs(task, state.get("exemplars"))
         samples = state.get("draft_samples") or []
         others: list[Candidate] = []
+        notes: list[str] = []
         if len(samples) > 1:
-            best, critique, others = pick_best(task, samples, critic, shown)
+            ranker = (GroupRanker(self.judge_llm, critic.rubric, max_retries=self.critic_retries)
+                      if self.rank_ties else None)
+            best, critique, others = pick_best(task, samples, critic, shown, ranker=ranker,
+                                               notes=notes)
             chosen = dict(samples[best])
         else:
             episode = state.get("draft_episode")
@@ -336,7 +342,8 @@ class LoopNodes:
                                         model=chosen.get("model"), alternatives=others,
                                         critique_text=self.critique_text,
                                         episode=chosen.get("episode"),
-                                        judge=model_id_of(self.judge_llm))]}
+                                        judge=model_id_of(self.judge_llm),
+                                        tie_break="; ".join(notes) or None)]}
 
     def _critique(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         return {} if state.get("errors") else self._judge(state, config)

@@ -23,7 +23,11 @@ features count as unmet), and only the best is judged by the LLM critic.
 A rubric with no checks has nothing cheap to rank by, so every sample is
 judged (one batched critic call) and the best judged score wins. The other
 samples are kept on the round as :class:`~agentic_loop.trajectories.Candidate`
-records: scored negatives for preference data.
+records: scored negatives for preference data. Samples the checks tie (same
+pass and score) go to the earlier one, or, given a
+:class:`~agentic_loop.judges.GroupRanker`, to the one the judge ranks first among
+the tied (:func:`rank_ties`): the checks still decide, the judge only orders
+what they cannot tell apart.
 
 A temperature schedule sets each round's sampling temperature: a number (every
 round), a sequence (round ``i`` takes item ``i``, the last repeats) or a
@@ -60,14 +64,14 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableParallel
 from agentic_loop.agents import AgentRunner, run_episodes
 from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError
-from agentic_loop.judges import Critic, Critique
+from agentic_loop.judges import Critic, Critique, GroupRanker
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
 from agentic_loop.models.wrappers import chat_model_of
 from agentic_loop.prompt_format import DraftPrompt
 from agentic_loop.trajectories import Candidate
 
 __all__ = ["MAX_SAMPLES_PER_ROUND", "Drawn", "TemperatureSchedule", "check_samples",
-           "check_schedule", "draw", "draw_episodes", "pick_best", "record_draws",
+           "check_schedule", "draw", "draw_episodes", "pick_best", "rank_ties", "record_draws",
            "record_prompt", "recording_draws", "recording_prompts", "shown_outputs",
            "temperature_at"]
 
@@ -241,14 +245,56 @@ def shown_outputs(task: str, exemplars: Sequence[Mapping[str, Any]] | None) -> l
             if key(str(e.get("task", ""))) != key(task)]
 
 
+def rank_ties(task: str, order: Sequence[int], keys: Sequence[tuple[bool, float]],
+              drafts: Sequence[str], episodes: Sequence[Episode | None], ranker: GroupRanker,
+              notes: list[str] | None = None) -> list[int]:
+    """``order`` (sample indices, best first by ``keys``: (passed, score)) with the samples
+    tied at the top reordered by ``ranker``; unchanged when fewer than two tie or the
+    ranker fails. What happened is appended to ``notes`` when given.
+
+    >>> from agentic_loop.judges.group_rank import candidates_shown
+    >>> from agentic_loop.testing import ScriptedChatModel
+    >>> judge = ScriptedChatModel(default_structured=lambda schema, msgs: {  # likes "warm"
+    ...     f"candidate_{k}": 9 if text == "warm" else 2
+    ...     for k, text in candidates_shown(msgs[-1].content).items()})
+    >>> notes: list[str] = []
+    >>> rank_ties("Describe tea.", [0, 1, 2], [(True, 8.0), (True, 8.0), (False, 3.0)],
+    ...           ["cold", "warm", "x"], [None] * 3, GroupRanker(judge), notes)
+    [1, 0, 2]
+    >>> notes[0].split(":")[0]
+    'group ranker scripted broke a tie of samples [0, 1]'
+    """
+    order = list(order)
+    tied = [i for i in order if keys[i] == keys[order[0]]]
+    if len(tied) < 2:
+        return order
+    ranking = ranker.rank(task, [drafts[i] for i in tied], episodes=[episodes[i] for i in tied])
+    if not ranking.ok or ranking.scores is None:
+        if notes is not None:
+            notes.append(f"group ranker {ranking.judge} could not break a tie of samples "
+                         f"{tied}: {ranking.error}")
+        return order
+    scores = ranking.scores
+    ranked = [tied[k] for k in sorted(range(len(tied)), key=lambda k: (-scores[k], k))]
+    if notes is not None:
+        shown = ", ".join(f"{s:g}" for s in scores)
+        consistency = ("n/a" if ranking.consistency is None
+                       else f"{ranking.consistency:.2f}")
+        notes.append(f"group ranker {ranking.judge} broke a tie of samples {tied}: scores "
+                     f"[{shown}], consistency across orders {consistency}, picked {ranked[0]}")
+    return ranked + [i for i in order if i not in tied]
+
+
 def pick_best(task: str, samples: Sequence[Mapping[str, Any]], critic: Critic,
-              exemplars: Sequence[str] = ()) -> tuple[int, Critique, list[Candidate]]:
+              exemplars: Sequence[str] = (), *, ranker: GroupRanker | None = None,
+              notes: list[str] | None = None) -> tuple[int, Critique, list[Candidate]]:
     """The best of a round's samples, its full critique, and the others as candidates.
 
     ``samples`` are ``{"draft", "model", "cut_from", "episode"}`` mappings. Ranked by the
     checks (the LLM judges only the winner), or, for a rubric with no checks,
-    judged all together; ties go to the earlier sample. Candidates come best
-    first.
+    judged all together; ties go to the earlier sample, or, with ``ranker``, to
+    the order the group ranker gives the tied ones (:func:`rank_ties`; a note
+    is appended to ``notes`` when given). Candidates come best first.
     """
     drafts = [str(s["draft"]) for s in samples]
     episodes: list[Episode | None] = [s.get("episode") for s in samples]
@@ -259,6 +305,9 @@ def pick_best(task: str, samples: Sequence[Mapping[str, Any]], critic: Critic,
                       for d, e in zip(drafts, episodes, strict=True)])
     order = sorted(range(len(drafts)),
                    key=lambda i: (verdicts[i].passed, verdicts[i].score, -i), reverse=True)
+    if ranker is not None:
+        keys = [(v.passed, v.score) for v in verdicts]
+        order = rank_ties(task, order, keys, drafts, episodes, ranker, notes)
     best = order[0]
     critique = verdicts[best] if judged else critic.critique(task, drafts[best],
                                                              exemplars=exemplars,

@@ -25,6 +25,11 @@ the constraint keywords in :data:`EPISODE_KEYWORDS` (``tool_called``, ``max_step
 saying "use the calculator" or "at most 5 steps" states them (:func:`tool_demands`), and
 the ``tool_claim`` / ``skipped_verification`` guards flag an answer that claims a tool
 result no tool returned, or an episode that skipped a demanded tool.
+
+Judging a group rather than one answer: :class:`GroupRanker` (:mod:`.group_rank`) scores
+n candidates of one task relative to each other under the structured-output grammar,
+shown in two orders against position bias; :func:`majority_vote` (:mod:`.majority_vote`)
+is the label-free signal for short answers with no checker.
 """
 
 from agentic_loop.judges.check_refs import (
@@ -49,9 +54,11 @@ from agentic_loop.judges.checks.tool_phrases import tool_claims, tool_demands, t
 from agentic_loop.judges.critic import Critic, CriticError, Critique
 from agentic_loop.judges.evaluation import Evaluation, FailedCheck, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature
+from agentic_loop.judges.group_rank import GroupRanker, GroupRanking
 from agentic_loop.judges.guards import GuardReport, inspect_output
 from agentic_loop.judges.judge_calls import JudgeCallError, JudgeError
 from agentic_loop.judges.llm_judge import Judgement, LLMJudge
+from agentic_loop.judges.majority_vote import Vote, majority_vote, short_answer, vote_rewards
 from agentic_loop.judges.ready_rubrics import (
     code_rubric,
     copywriting_rubric,
@@ -81,6 +88,8 @@ __all__ = [
     "FailedCheck",
     "Feature",
     "FeatureResult",
+    "GroupRanker",
+    "GroupRanking",
     "JudgeError",
     "JudgeCallError",
     "Judgement",
@@ -92,12 +101,14 @@ __all__ = [
     "SpreadReport",
     "TASK_CHECK_WEIGHT",
     "TaskWithRubric",
+    "Vote",
     "code_rubric",
     "constraint_feature",
     "constraints_to_text",
     "copywriting_rubric",
     "extract_code",
     "instruction_rubric",
+    "majority_vote",
     "math_rubric",
     "register_check",
     "registered_checks",
@@ -107,9 +118,11 @@ __all__ = [
     "rubric_for_task",
     "check_reference",
     "unregister_check",
+    "vote_rewards",
     "inspect_output",
     "run_python_tests",
     "sandbox_layers",
+    "short_answer",
     "spread_report",
     "tool_claims",
     "tool_demands",
