@@ -47,7 +47,6 @@ from agentic_loop.architectures.prompts import (
     chat_messages,
     clean_output,
     fresh_draft_prompt,
-    refine_feedback,
     refine_prompt,
 )
 from agentic_loop.architectures.results import MAX_ERROR_CHARS, best_round, trajectory_of
@@ -55,6 +54,7 @@ from agentic_loop.architectures.sampling import (
     Drawn,
     draw,
     draw_episodes,
+    judged_round,
     pick_best,
     record_draws,
     record_prompt,
@@ -73,9 +73,8 @@ from agentic_loop.architectures.settings import (
     warn_unchecked_constraints,
 )
 from agentic_loop.architectures.state import LoopState
-from agentic_loop.architectures.tracing import node_metadata
-from agentic_loop.episodes import Episode
-from agentic_loop.judges import Critic, Critique, GroupRanker, Rubric, rubric_for_task
+from agentic_loop.architectures.tracing import node_metadata, with_langsmith_run
+from agentic_loop.judges import Critic, GroupRanker, Rubric, rubric_for_task
 from agentic_loop.judges.task_rubric import TASK_CHECK_WEIGHT
 from agentic_loop.models.retry import RetryPolicy
 from agentic_loop.models.structured_output import message_text
@@ -99,27 +98,6 @@ def task_rubric(task: str) -> Rubric:
     warnings.warn("agentic_loop.architectures.task_rubric is deprecated; use "
                   "agentic_loop.judges.rubric_for_task", DeprecationWarning, stacklevel=2)
     return rubric_for_task(task)
-
-
-def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
-                 prompt: DraftPrompt | None = None, cut_from: int | None = None,
-                 model: str | None = None, alternatives: Sequence[Candidate] = (),
-                 critique_text: bool = False, episode: Episode | None = None,
-                 judge: str | None = None, tie_break: str | None = None) -> Round:
-    """The round a critique makes of a draft (written from ``prompt`` by ``model``, cut from
-    ``cut_from``, in ``episode`` when an agent wrote it); its feedback is
-    :func:`~.prompts.refine_feedback` of the critique (the critic's advice only with
-    ``critique_text``). ``judge`` (the critic's model id) is recorded only when that model
-    was asked (``critique.attempts > 0``): a verdict of the checks alone names no judge."""
-    return Round(iteration=iteration, draft=draft, score=critique.score, passed=critique.passed,
-                 features=dict(critique.values), critique=critique.critique,
-                 overall_score=critique.overall_score,
-                 feedback=refine_feedback(critique.evaluation,
-                                          critique.critique if critique_text else None),
-                 latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
-                 prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives),
-                 episode=episode, judge=judge if critique.attempts > 0 else None,
-                 tie_break=tie_break)
 
 
 class LoopNodes:
@@ -417,7 +395,7 @@ class LoopNodes:
             update.update(extra)
             merged.update(extra)
         merged["errors"] = [*state.get("errors", []), *errors]
-        trajectory = self.trajectory_for(merged, config)
+        trajectory = with_langsmith_run(self.trajectory_for(merged, config), config)
         if self.trajectories is not None:
             try:
                 self.trajectories.append(trajectory)

@@ -62,18 +62,19 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableParallel
 
 from agentic_loop.agents import AgentRunner, run_episodes
+from agentic_loop.architectures.prompts import refine_feedback
 from agentic_loop.episodes import Episode
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Critic, Critique, GroupRanker
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
 from agentic_loop.models.wrappers import chat_model_of
 from agentic_loop.prompt_format import DraftPrompt
-from agentic_loop.trajectories import Candidate
+from agentic_loop.trajectories import Candidate, Round
 
 __all__ = ["MAX_SAMPLES_PER_ROUND", "Drawn", "TemperatureSchedule", "check_samples",
-           "check_schedule", "draw", "draw_episodes", "pick_best", "rank_ties", "record_draws",
-           "record_prompt", "recording_draws", "recording_prompts", "shown_outputs",
-           "temperature_at"]
+           "check_schedule", "draw", "draw_episodes", "judged_round", "pick_best", "rank_ties",
+           "record_draws", "record_prompt", "recording_draws", "recording_prompts",
+           "shown_outputs", "temperature_at"]
 
 #: The most samples one round may draw: each is a model call, and a served graph takes
 #: settings from anyone who can reach it.
@@ -319,3 +320,24 @@ def pick_best(task: str, samples: Sequence[Mapping[str, Any]], critic: Critic,
                         episode=episodes[i])
               for i in order[1:]]
     return best, critique, others
+
+
+def judged_round(iteration: int, draft: str, critique: Critique, seconds: float, *,
+                 prompt: DraftPrompt | None = None, cut_from: int | None = None,
+                 model: str | None = None, alternatives: Sequence[Candidate] = (),
+                 critique_text: bool = False, episode: Episode | None = None,
+                 judge: str | None = None, tie_break: str | None = None) -> Round:
+    """The round a critique makes of a draft (written from ``prompt`` by ``model``, cut from
+    ``cut_from``, in ``episode`` when an agent wrote it); its feedback is
+    :func:`~.prompts.refine_feedback` of the critique (the critic's advice only with
+    ``critique_text``). ``judge`` (the critic's model id) is recorded only when that model
+    was asked (``critique.attempts > 0``): a verdict of the checks alone names no judge."""
+    return Round(iteration=iteration, draft=draft, score=critique.score, passed=critique.passed,
+                 features=dict(critique.values), critique=critique.critique,
+                 overall_score=critique.overall_score,
+                 feedback=refine_feedback(critique.evaluation,
+                                          critique.critique if critique_text else None),
+                 latency_s=round(seconds, 4), guards=dict(critique.evaluation.guards),
+                 prompt=prompt, cut_from=cut_from, model=model, alternatives=list(alternatives),
+                 episode=episode, judge=judge if critique.attempts > 0 else None,
+                 tie_break=tie_break)

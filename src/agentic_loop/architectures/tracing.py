@@ -40,7 +40,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.runnables import RunnableConfig
 
-from agentic_loop.trajectories import Round
+from agentic_loop.trajectories import Round, Trajectory
 
 __all__ = ["FEEDBACK_KEYS", "annotate_run", "flush_feedback", "graph_config", "node_metadata",
            "node_tags", "post_run_feedback"]
@@ -86,6 +86,26 @@ def _owning_runs(config: RunnableConfig | None) -> list[tuple[Any, Any]]:
         if run is not None:
             found.append((handler, run))
     return found
+
+
+def with_langsmith_run(trajectory: Trajectory, config: RunnableConfig | None) -> Trajectory:
+    """``trajectory`` with its LangSmith run id in ``metadata["langsmith_run_id"]`` when a
+    LangSmith tracer holds the graph run above the node of ``config`` (unchanged otherwise).
+
+    The review queue needs the id to send a run to a LangSmith annotation queue, where
+    people label the very trace they read.
+
+    >>> t = Trajectory(architecture="a", model_id="m", task="t")
+    >>> with_langsmith_run(t, None) is t     # tracing off
+    True
+    """
+    from langchain_core.tracers.langchain import LangChainTracer
+
+    for handler, node_run in _owning_runs(config):
+        if isinstance(handler, LangChainTracer) and node_run.parent_run_id is not None:
+            metadata = {**trajectory.metadata, "langsmith_run_id": str(node_run.parent_run_id)}
+            return trajectory.model_copy(update={"metadata": metadata})
+    return trajectory
 
 
 def post_run_feedback(config: RunnableConfig | None, *, score: float | None,

@@ -33,7 +33,7 @@ app = typer.Typer(
 
 #: Command modules, imported so they register their commands on ``app``.
 COMMAND_MODULES = ("run", "archive", "export", "train", "distill", "registry", "release", "serve",
-                   "demo", "forget", "improve", "monitor")
+                   "demo", "forget", "improve", "monitor", "review")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"agentic_loop.cli.{_name}")

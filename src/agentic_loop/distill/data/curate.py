@@ -252,12 +252,14 @@ def filter_k_anonymity(runs: Sequence[Trajectory], k: int | None) -> list[Trajec
 
 def keep_trainable(items: Sequence[T], sample_of: Callable[[T], Sample], log: CurationLog,
                    unit: str, side: str = "") -> list[T]:
-    """The items whose sample passed every check and raised no guard flag, in two logged steps.
+    """The items whose sample passed every check, raised no guard flag and whose run no person
+    rejected, in logged steps (the last only when some run carries a review label).
 
     The loop trains on what its checks accept: a sample that failed a check
     (``passed is False``) is dropped whatever its score (step ``"failed
     check"``, rule ``failed_check``), then one a guard flagged (step ``"guard
-    flags"``, rule ``guard:<its first flag>``). ``side`` prefixes the names
+    flags"``, rule ``guard:<its first flag>``), then one of a run a person rejected (step
+    ``"review rejected"``, rule ``rejected_by_review``). ``side`` prefixes the names
     (``"chosen"`` for DPO pairs). A sample with no check verdict (``passed is
     None``: its task has no checks) is kept.
 
@@ -283,8 +285,14 @@ def keep_trainable(items: Sequence[T], sample_of: Callable[[T], Sample], log: Cu
             log.count_drop(unit, f"{rule}guard:{flags[0]}")
         else:
             clean.append(item)
-    return log.keep(f"{prefix}guard flags", unit, passing, clean,
-                    "no guard flag")
+    clean = log.keep(f"{prefix}guard flags", unit, passing, clean,
+                     "no guard flag")
+    if not any(sample_of(item).review for item in clean):
+        return clean  # no label: no step (the manifest of an unreviewed export is unchanged)
+    kept = [item for item in clean if sample_of(item).review != "reject"]
+    log.count_drop(unit, f"{rule}rejected_by_review", len(clean) - len(kept))
+    return log.keep(f"{prefix}review rejected", unit, clean, kept,
+                    "no person rejected the run (`agentic-loop review`)")
 
 
 def keep_sound_episodes(items: Sequence[T], sample_of: Callable[[T], Sample], log: CurationLog,

@@ -47,6 +47,10 @@ scale. Failing samples are what rejected sides are made of. From three sources:
     one best-of-n round: the best of its samples against the worst, two
     answers to the same prompt from the same model at the same moment, told
     apart by the checks alone.
+``"review"``
+    a run a person rejected (``agentic-loop review``) against the best trainable
+    final of another run of its task, whatever their scores
+    (:mod:`~agentic_loop.distill.data.labels`).
 
 Between two episodes the prompt goes on with the steps they share (same calls,
 arguments and results) up to the first that differs; chosen and rejected are the
@@ -101,6 +105,7 @@ from agentic_loop.distill.data.episode_rows import (
     side_key,
     split_shared,
 )
+from agentic_loop.distill.data.labels import review_candidates, sample_candidates
 from agentic_loop.distill.data.samples import Sample, SampleSource
 from agentic_loop.errors import ConfigError
 from agentic_loop.memory.embeddings import TextEmbedder
@@ -116,7 +121,7 @@ __all__ = [
     "sft_rows",
 ]
 
-PairSource = Literal["samples", "refine", "best_of_n"]
+PairSource = Literal["samples", "refine", "best_of_n", "review"]
 
 
 def _messages(sample: Sample) -> list[Message]:
@@ -361,22 +366,6 @@ def _best_of_n_candidates(samples: Sequence[Sample]) -> list[_Pair]:
     return pairs
 
 
-def _sample_candidates(samples: Sequence[Sample]) -> list[_Pair]:
-    """Per task run more than once: the best final output against the worst."""
-    finals: dict[str, list[Sample]] = defaultdict(list)
-    for s in samples:
-        if s.source == "final":
-            finals[s.key].append(s)
-    pairs = []
-    for group in finals.values():
-        if len({s.trajectory_id for s in group}) < 2:
-            continue
-        chosen = max(group, key=lambda s: (s.trainable and is_sound(s), s.reward))
-        others = [s for s in group if s.trajectory_id != chosen.trajectory_id]
-        pairs.append(_Pair(chosen, min(others, key=lambda s: s.reward), "samples"))
-    return pairs
-
-
 def preference_pairs(
     samples: Sequence[Sample],
     *,
@@ -392,22 +381,25 @@ def preference_pairs(
         raise ConfigError(f"min_gap is a reward difference in (0, 1], got {min_gap!r}")
     unit = "pairs"
     refine, best_of = _refine_candidates(samples), _best_of_n_candidates(samples)
-    across = _sample_candidates(samples)
-    pairs = refine + best_of + across
+    across = [_Pair(c, r, "samples") for c, r in sample_candidates(samples)]
+    reviewed = [_Pair(c, r, "review") for c, r in review_candidates(samples)]
+    pairs = reviewed + refine + best_of + across
     log.record("pair candidates", unit, len(pairs), len(pairs),
                f"{len(refine)} from refine rounds, {len(best_of)} from best-of-n rounds, "
-               f"{len(across)} across samples of a task")
+               f"{len(across)} across samples of a task"
+               + (f", {len(reviewed)} against runs a person rejected" if reviewed else ""))
     pairs = keep_trainable(pairs, lambda p: p.chosen, log, unit, side="chosen")
     pairs = keep_sound_episodes(pairs, lambda p: p.chosen, log, unit, side="chosen")
     above = [p for p in pairs if p.chosen.reward >= min_score]
     log.count_drop(unit, "chosen_below_threshold", len(pairs) - len(above))
     pairs = log.keep("chosen meets min_score", unit, pairs, above,
                      f"chosen reward >= {min_score:g}")
-    worse = [p for p in pairs if p.gap >= min_gap or (p.rejected.passed is False and p.gap > 0)]
+    worse = [p for p in pairs if p.source == "review" or p.gap >= min_gap
+             or (p.rejected.passed is False and p.gap > 0)]
     log.count_drop(unit, "rejected_not_worse", len(pairs) - len(worse))
     pairs = log.keep("min gap", unit, pairs, worse,
                      f"chosen - rejected >= {min_gap:g}, or rejected failed a check "
-                     "and scores lower")
+                     "and scores lower, or a person rejected it")
     distinct = [p for p in pairs if side_key(p.split[1]) != side_key(p.split[2])]
     log.count_drop(unit, "identical_sides", len(pairs) - len(distinct))
     pairs = log.keep("duplicate pairs", unit, pairs,
@@ -423,7 +415,7 @@ def preference_pairs(
     log.count_drop(unit, "too_long", len(pairs) - len(short))
     pairs = log.keep("conversation length", unit, pairs, short,
                      f"at most {max_chars:,} characters" if max_chars is not None else "off")
-    pairs = sorted(pairs, key=lambda p: -p.gap)
+    pairs = sorted(pairs, key=lambda p: (p.source != "review", -p.gap))  # people's first
     capped = cap_per_task(pairs, max_per_task, lambda p: p.chosen.key)
     note = f"at most {max_per_task} per task, widest gaps first" if max_per_task else "off"
     pairs = log.keep("per-task cap", unit, pairs, capped, note)

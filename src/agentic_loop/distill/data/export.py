@@ -19,7 +19,9 @@ and turned into an SFT set and DPO pairs (see
     reward-hacking guard fired, what each training rule dropped (``dropped``:
     only samples that passed every check, raised no guard flag, reach the
     threshold and, for agents, hold an unbroken episode train), what the agents'
-    rows hold (``episodes``), versions (the secret rule set's included), options.
+    rows hold (``episodes``), people's review labels and what they did (``review``: a
+    rejected run never trains and is a DPO negative, :mod:`.labels`), versions (the secret
+    rule set's included), options.
 
 Agents' rows come from the gated copy of each run (tool arguments and results pass the PII
 gate), no longer than the gate's ``max_chars`` (the whole conversation counts). An episode
@@ -77,17 +79,19 @@ from agentic_loop.distill.data.curate import (
 )
 from agentic_loop.distill.data.datasets import PairRow, SftRow, preference_pairs, sft_rows
 from agentic_loop.distill.data.errors import EmptyExportError, ExportError
+from agentic_loop.distill.data.labels import inherit_reviews, review_counts
 from agentic_loop.distill.data.manifest import (
     drop_counts,
     episode_counts,
     guard_counts,
+    prompt_format,
     rubric_versions,
+    schema_versions,
     write_manifest,
 )
 from agentic_loop.distill.data.pii.gate import PiiGate, PiiMode, PiiReport
 from agentic_loop.distill.data.redact import redact_runs, run_texts
 from agentic_loop.distill.data.samples import (
-    RETRIEVED_PARTS,
     RewardKind,
     trajectory_samples,
     with_fresh_prompt,
@@ -103,7 +107,6 @@ from agentic_loop.episodes import Episode
 from agentic_loop.jsonl_log import write_jsonl
 from agentic_loop.memory.embeddings import TextEmbedder
 from agentic_loop.paths import make_dir
-from agentic_loop.prompt_format import PROMPT_VERSION, SYSTEM
 from agentic_loop.text_places import data_root, record_place
 from agentic_loop.trajectories import Trajectory
 
@@ -132,6 +135,8 @@ _HINTS = {
     "k-anonymity": "lower --k-anonymity",
     "failed check": "only samples whose checks all hold train; sample more (improve --samples)",
     "guard flags": "flagged samples (repetition, recital, padding, copies) never train",
+    "review rejected": "runs a person rejected never train (agentic-loop review list --all)",
+    "chosen review rejected": "a run a person rejected is never chosen",
     "broken episodes": "a broken tool path never trains (the manifest's dropped field: why)",
     "chosen broken episodes": "a chosen episode must be unbroken",
     "conversation length": "a row is at most the PII gate's max_chars long",
@@ -315,7 +320,7 @@ def export_datasets(
         entries, archive_sources, archive_problems = read_archive(archive)
         sources += archive_sources
         problems += archive_problems
-        entries = inherit_consent(entries, runs)
+        entries = inherit_reviews(inherit_consent(entries, runs), runs)
     if isinstance(pii, PiiGate):
         gate = pii
     else:
@@ -381,7 +386,10 @@ def export_datasets(
         "episodes": episode_counts(sft, pairs),
         "prompt_format": prompt_format(pool, include_exemplars),
         "rubric_versions": rubric_versions(pool),
-        "trajectory_schema_versions": _schema_versions(pool),
+        "trajectory_schema_versions": schema_versions(pool),
+        "review": review_counts(pool, samples, [(p.metadata.source,
+                                                 p.metadata.rejected_trajectory_id)
+                                                for p in pairs], log.drops),
         "options": options,
     })
     return ExportReport(out, len(sft), len(pairs), list(log.steps), redacted.report,
@@ -425,26 +433,3 @@ def _write(path: Path, rows: Sequence[SftRow] | Sequence[PairRow],
         return {"rows": 0, "written": False, "sha256": None}
     write_jsonl(path, rows, row_type)
     return {"rows": len(rows), "written": True, "sha256": sha256_file(path)}
-
-
-def prompt_format(runs: Sequence[Trajectory], include_exemplars: bool) -> dict[str, Any]:
-    """How the rows' prompts are built, for the manifest and the model card.
-
-    >>> prompt_format([], False)["chat"]
-    ['system', 'user', 'assistant']
-    """
-    recorded = [r.prompt for t in runs for r in t.rounds[:1] if r.prompt is not None]
-    return {"template": "generate", "version": PROMPT_VERSION,
-            "chat": ["system", "user", "assistant"], "system": SYSTEM,
-            "parts": ["task", "requirements", *(RETRIEVED_PARTS if include_exemplars else ())],
-            "include_exemplars": include_exemplars,
-            "versions_seen": sorted({p.version for p in recorded}),
-            "rebuilt_runs": sum(p.rebuilt for p in recorded)}
-
-
-def _schema_versions(runs: Sequence[Trajectory]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for t in runs:
-        if t.architecture != "archive":
-            counts[str(t.schema_version)] = counts.get(str(t.schema_version), 0) + 1
-    return dict(sorted(counts.items()))

@@ -34,10 +34,13 @@ from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
 from agentic_loop.distill.data.datasets import PairRow, SftRow
 from agentic_loop.distill.data.episode_rows import EpisodeMeta
+from agentic_loop.distill.data.samples import RETRIEVED_PARTS
+from agentic_loop.prompt_format import PROMPT_VERSION, SYSTEM
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["MANIFEST_SCHEMA_VERSION", "describe_drops", "drop_counts", "episode_counts",
-           "guard_counts", "rubric_versions", "write_manifest"]
+           "guard_counts", "prompt_format", "rubric_versions", "schema_versions",
+           "write_manifest"]
 
 #: Version of the export's file layout and manifest fields; bumped on incompatible changes.
 MANIFEST_SCHEMA_VERSION = 1
@@ -152,3 +155,27 @@ def write_manifest(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
     }
     atomic_write_bytes(path, (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode())
     return manifest
+
+
+def prompt_format(runs: Sequence[Trajectory], include_exemplars: bool) -> dict[str, Any]:
+    """How the rows' prompts are built, for the manifest and the model card.
+
+    >>> prompt_format([], False)["chat"]
+    ['system', 'user', 'assistant']
+    """
+    recorded = [r.prompt for t in runs for r in t.rounds[:1] if r.prompt is not None]
+    return {"template": "generate", "version": PROMPT_VERSION,
+            "chat": ["system", "user", "assistant"], "system": SYSTEM,
+            "parts": ["task", "requirements", *(RETRIEVED_PARTS if include_exemplars else ())],
+            "include_exemplars": include_exemplars,
+            "versions_seen": sorted({p.version for p in recorded}),
+            "rebuilt_runs": sum(p.rebuilt for p in recorded)}
+
+
+def schema_versions(runs: Sequence[Trajectory]) -> dict[str, int]:
+    """How many exported runs each trajectory schema version wrote (archive entries aside)."""
+    counts: dict[str, int] = {}
+    for t in runs:
+        if t.architecture != "archive":
+            counts[str(t.schema_version)] = counts.get(str(t.schema_version), 0) + 1
+    return dict(sorted(counts.items()))

@@ -118,11 +118,14 @@ class Sample:
     flags: tuple[str, ...] = ()
     #: the agent's episode that wrote the response (None: a plain model's answer)
     episode: Episode | None = field(default=None, compare=False)
+    #: a person's verdict on the run (``Trajectory.review``): a rejected run never trains
+    review: Literal["accept", "reject"] | None = None
 
     @property
     def trainable(self) -> bool:
-        """Whether the sample may be an SFT row or a chosen response: no check failed, no flag."""
-        return self.passed is not False and not self.flags
+        """Whether the sample may be an SFT row or a chosen response: no check failed, no flag,
+        no person rejected its run (an accept rescues nothing the checks failed)."""
+        return self.passed is not False and not self.flags and self.review != "reject"
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -418,6 +421,7 @@ def trajectory_samples(trajectory: Trajectory, reward: RewardKind = "rubric", *,
             passed=verdict.passed,
             flags=verdict.flags,
             episode=episode,
+            review=trajectory.review.verdict if trajectory.review is not None else None,
         )
 
     # parsed only for runs with best-of-n losers: the export reads every run

@@ -46,7 +46,7 @@ from agentic_loop.trajectories import Trajectory, TrajectoryLog
 __all__ = ["SourceFile", "inherit_consent", "read_archive", "read_runs", "sha256_file"]
 
 R = TypeVar("R")
-SourceKind = Literal["trajectories", "feedback", "archive"]
+SourceKind = Literal["trajectories", "feedback", "reviews", "archive"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,9 @@ def read_runs(paths: Sequence[str | os.PathLike[str]]) -> _Read:
         if feedback.is_file():
             given = sum(t.feedback is not None for t in read)
             sources.append(_source(feedback, "feedback", given))
+        reviews = log.dir / TrajectoryLog.REVIEW_FILE  # people's labels, merged in the same way
+        if reviews.is_file():
+            sources.append(_source(reviews, "reviews", sum(t.review is not None for t in read)))
         for t in read:
             repeated += t.id in runs
             runs.setdefault(t.id, t)

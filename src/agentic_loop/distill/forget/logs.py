@@ -14,20 +14,24 @@ Beside ``trajectories.jsonl`` (or another ``.jsonl`` log) live
 ``feedback.jsonl`` (thumbs on runs: erased with their runs; in retention,
 also events older than the cutoff whose run is gone) and ``consent.jsonl``
 (a user's consent given or withdrawn later: a forgotten user's events go;
-retention keeps them, as they hold no content).
+retention keeps them, as they hold no content), ``reviews.jsonl`` (people's labels:
+a comment may quote the run or its user) and ``review_queue.jsonl`` (runs waiting for
+review): both erased with their runs, and, in retention, like feedback.
 
 Example:
     >>> import tempfile
-    >>> from agentic_loop.trajectories import Trajectory, TrajectoryLog, hash_user_id
+    >>> from agentic_loop.trajectories import ReviewLabel, Trajectory, TrajectoryLog, hash_user_id
     >>> folder = tempfile.mkdtemp()
     >>> log = TrajectoryLog(folder)
     >>> ann = Trajectory(architecture="a", model_id="m", task="Ann's task",
     ...                  user_id_hash=hash_user_id("ann"))
     >>> log.append(ann); log.append(Trajectory(architecture="a", model_id="m", task="other"))
     >>> log.record_feedback(ann.id, "up")
+    >>> log.record_review(ReviewLabel(trajectory_id=ann.id, verdict="reject", comment="Ann..."))
     >>> found = erase_runs([folder], Selection(user_hash=hash_user_id("ann")))
-    >>> found.ids == {ann.id}, found.counts()
-    (True, {'trajectories': 1, 'feedback': 1, 'consent': 0, 'leftover_lines': 0})
+    >>> found.ids == {ann.id}, found.counts()  # doctest: +NORMALIZE_WHITESPACE
+    (True, {'trajectories': 1, 'feedback': 1, 'consent': 0, 'reviews': 1, 'review_queue': 0,
+            'leftover_lines': 0})
     >>> [t.task for t in log.read()]
     ['other']
 """
@@ -49,6 +53,7 @@ from agentic_loop.distill.forget.references import (
     scrub_references,
 )
 from agentic_loop.distill.forget.selection import Selection
+from agentic_loop.distill.review.queue import QUEUE_FILE
 from agentic_loop.jsonl_log import JsonlLog, LogCorruptionWarning
 from agentic_loop.trajectories import TrajectoryLog, trajectory_files
 
@@ -78,12 +83,15 @@ class RunErasure:
     trajectories: int = 0
     feedback: int = 0
     consent: int = 0
+    reviews: int = 0
+    review_queue: int = 0
     leftover_lines: int = 0
 
     def counts(self) -> dict[str, int]:
         """Counts per kind of record, for the report and the audit (no ids, no data)."""
         return {"trajectories": self.trajectories, "feedback": self.feedback,
-                "consent": self.consent, "leftover_lines": self.leftover_lines}
+                "consent": self.consent, "reviews": self.reviews,
+                "review_queue": self.review_queue, "leftover_lines": self.leftover_lines}
 
 
 def _mtime(path: Path) -> datetime | None:
@@ -162,24 +170,26 @@ def erase_runs(paths: Sequence[str | os.PathLike[str]], selection: Selection, *,
 
 def _erase_side_logs(folder: Path, selection: Selection, result: RunErasure, *,
                      dry_run: bool) -> None:
-    """Feedback on erased runs (and, in retention, stale feedback on runs gone); a forgotten
-    user's consent records."""
+    """Feedback, review labels and review queue entries of erased runs (and, in retention,
+    stale ones of runs gone); a forgotten user's consent records."""
     def take_feedback(r: Record) -> bool:
         run = r.get("trajectory_id")
         if run in result.ids:
             return True
-        before, when = selection.before, parse_time(r.get("created_at"))
+        before, when = selection.before, parse_time(r.get("created_at") or r.get("queued_at"))
         if selection.user_hash is not None or before is None or when is None:
             return False
         return run not in result.known and when < before
 
-    # a feedback line names its run, never its user: a user's lines are found by run id
-    removed, _, leftovers = erase_lines(folder / TrajectoryLog.FEEDBACK_FILE, take_feedback,
-                                        lambda raw: selection.takes_line(raw, result.ids),
-                                        dry_run=dry_run)
-    result.feedback += len(removed)
-    result.leftover_lines += leftovers
-    _count(result, folder / TrajectoryLog.FEEDBACK_FILE, len(removed) + leftovers)
+    # a feedback, label or queue line names its run, never its user: found by run id
+    for name, kind in ((TrajectoryLog.FEEDBACK_FILE, "feedback"),
+                       (TrajectoryLog.REVIEW_FILE, "reviews"), (QUEUE_FILE, "review_queue")):
+        removed, _, leftovers = erase_lines(folder / name, take_feedback,
+                                            lambda raw: selection.takes_line(raw, result.ids),
+                                            dry_run=dry_run)
+        setattr(result, kind, getattr(result, kind) + len(removed))
+        result.leftover_lines += leftovers
+        _count(result, folder / name, len(removed) + leftovers)
     if selection.user_hash is None or selection.before is not None:
         return  # consent records hold no content: only forgetting a user removes them
     user = selection.user_hash

@@ -33,7 +33,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field, field_serializer
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    computed_field,
+    field_serializer,
+    model_serializer,
+)
 
 from agentic_loop.clock import utc_stamp
 from agentic_loop.distill.forget.exports import ExportErasure
@@ -50,11 +59,15 @@ class ForgetCounts(BaseModel):
     """Records removed per kind (``runs_scrubbed``: other runs rewritten to drop copies;
     ``log_lines``: lines removed from recorded logs such as a shadow router's;
     ``log_lines_scrubbed``: other users' lines there that had an erased text replaced;
-    ``leftover_lines``: lines of quarantine files, backups and orphan temporaries)."""
+    ``leftover_lines``: lines of quarantine files, backups and orphan temporaries;
+    ``reviews``, ``review_queue``: people's labels and review queue entries of erased runs,
+    left out of the JSON when 0, so a report keeps the shape it had before reviews)."""
 
     trajectories: int = 0
     feedback: int = 0
     consent: int = 0
+    reviews: int = 0
+    review_queue: int = 0
     leftover_lines: int = 0
     archive_entries: int = 0
     reflections: int = 0
@@ -65,6 +78,15 @@ class ForgetCounts(BaseModel):
     log_lines: int = 0
     log_lines_scrubbed: int = 0
     models_marked: int = 0
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if v or k not in _LATER_COUNTS}
+
+
+#: Counts added after reports were first written: in the JSON only when not 0.
+_LATER_COUNTS = frozenset({"reviews", "review_queue"})
 
 
 class ErasureAudit(BaseModel):

@@ -171,8 +171,10 @@ class MonitorReport(BaseModel):
     stats: list[VersionStats] = Field(default_factory=list)
     #: runs of no registry version, per model id (never guessed)
     unattributed: dict[str, int] = Field(default_factory=dict)
-    #: the judge against people's labels, per judge and version (None in older reports)
-    agreement: AgreementReport | None = None
+    #: the judge against people's labels, per judge and version (None in older reports,
+    #: and then left out of the JSON, so an old report keeps its shape)
+    agreement: AgreementReport | None = Field(default=None,
+                                               exclude_if=lambda value: value is None)
 
     def stats_of(self, version: str | None) -> VersionStats | None:
         """The stats of ``version`` (None when it served no run in the window)."""

@@ -1,0 +1,191 @@
+"""Which runs a person reviews: a small fraction (default 2%), edge cases first.
+
+Why a sample and why edge cases: people are the scarcest judge, and a random
+2% spends most of their time on runs the checks already settle. The runs worth
+a person's minute are those where the package's own verdict is least sure:
+
+``near_threshold``
+    the final score lies within ``margin`` of the acceptance threshold (a
+    point either way flips accepted and rejected);
+``checks_pass_judge_fails``
+    every check held but the judge said no to every judged feature;
+``judge_score_gap``
+    the judge's own overall score and the composed score differ by at least
+    ``gap`` points;
+``rejected_judged_high``
+    a rejected run the judge rated at least ``high``;
+``guard_flags``
+    a reward-hacking guard fired on a round (:mod:`agentic_loop.judges.guards`);
+``thumbs_down``
+    the user said no.
+
+Edge cases are always picked, even past the fraction (the report says so);
+the rest of the budget (``round(fraction * eligible runs)``) is filled with the
+runs whose id hashes lowest (SHA-256 of the id, so a run's draw does not depend
+on the order runs are read in nor on the host), recorded as ``sampled``.
+Runs without a final output have nothing to review and are not eligible.
+
+Example:
+    >>> from agentic_loop.trajectories import Round, Trajectory
+    >>> runs = [Trajectory(id=f"r{i}", architecture="a", model_id="m", task="t",
+    ...                    final_output="x", final_score=9.5, accepted=True)
+    ...         for i in range(200)]
+    >>> runs[7] = runs[7].model_copy(update={"final_score": 8.2})   # near 8.0
+    >>> runs[9] = runs[9].model_copy(update={"feedback": "down"})
+    >>> picked = sample_for_review(runs, fraction=0.02)
+    >>> len(picked.picks), picked.reasons()
+    (4, {'near_threshold': 1, 'sampled': 2, 'thumbs_down': 1})
+    >>> [p.trajectory_id for p in picked.picks if p.edge]
+    ['r7', 'r9']
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentic_loop.errors import ConfigError
+from agentic_loop.trajectories import Round, Trajectory
+
+__all__ = ["EDGE_REASONS", "ReviewPick", "ReviewSample", "edge_reasons", "hash_unit",
+           "sample_for_review"]
+
+#: Every reason a run is an edge case, in the order they are checked.
+EDGE_REASONS = ("near_threshold", "checks_pass_judge_fails", "judge_score_gap",
+                "rejected_judged_high", "guard_flags", "thumbs_down")
+
+
+class ReviewPick(BaseModel):
+    """One run picked for review, and why (``sampled``: by the hash, not an edge case)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trajectory_id: str
+    reasons: list[str]
+    score: float | None = None
+
+    @property
+    def edge(self) -> bool:
+        """Whether the run was picked as an edge case (not only by the hash)."""
+        return any(r != "sampled" for r in self.reasons)
+
+
+class ReviewSample(BaseModel):
+    """What one draw picked, out of how many eligible runs, and a note when edge cases
+    went past the requested fraction."""
+
+    picks: list[ReviewPick] = Field(default_factory=list)
+    eligible: int = 0
+    fraction: float = 0.02
+    budget: int = 0
+    note: str = ""
+
+    def reasons(self) -> dict[str, int]:
+        """How many picks gave each reason (a pick may give several)."""
+        return dict(sorted(Counter(r for p in self.picks for r in p.reasons).items()))
+
+
+def hash_unit(trajectory_id: str, salt: str = "") -> float:
+    """A run id's place in [0, 1), the same on every host and in every order.
+
+    >>> hash_unit("r1") == hash_unit("r1"), 0.0 <= hash_unit("r1") < 1.0
+    (True, True)
+    """
+    digest = hashlib.sha256(f"{salt}:{trajectory_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _final_round(run: Trajectory) -> Round | None:
+    """The round whose draft is the run's output (the last such), else the last round."""
+    matches = [r for r in run.rounds if r.draft == run.final_output]
+    return matches[-1] if matches else (run.rounds[-1] if run.rounds else None)
+
+
+def _judged_names(rubric: Mapping[str, Any] | None) -> set[str]:
+    """The features of a saved rubric that a judge model answers (no check, no constraint)."""
+    features = (rubric or {}).get("features")
+    if not isinstance(features, list):
+        return set()
+    return {str(f["name"]) for f in features if isinstance(f, dict) and "name" in f
+            and "check" not in f and "constraint" not in f}
+
+
+def edge_reasons(run: Trajectory, *, threshold: float = 8.0, margin: float = 0.5,
+                 gap: float = 4.0, high: int = 8) -> list[str]:
+    """Why ``run`` is an edge case (empty: it is not); see the module docstring.
+
+    >>> from agentic_loop.trajectories import Round
+    >>> rubric = {"features": [{"name": "helpful", "kind": "bool"},
+    ...                        {"name": "short", "constraint": "max_words", "value": 9}]}
+    >>> run = Trajectory(architecture="a", model_id="m", task="t", rubric=rubric,
+    ...                  final_output="x", final_score=5.0, rounds=[Round(
+    ...                      iteration=0, draft="x", score=5.0, passed=True, overall_score=9,
+    ...                      features={"helpful": False, "short": True})])
+    >>> edge_reasons(run)
+    ['checks_pass_judge_fails', 'judge_score_gap', 'rejected_judged_high']
+    """
+    reasons = []
+    if run.final_score is not None and abs(run.final_score - threshold) <= margin:
+        reasons.append("near_threshold")
+    final = _final_round(run)
+    if final is not None:
+        judged = _judged_names(run.rubric) & set(final.features)
+        if final.passed and judged and not any(final.features[n] for n in judged):
+            reasons.append("checks_pass_judge_fails")
+        if (final.overall_score is not None and final.score is not None
+                and abs(final.overall_score - final.score) >= gap):
+            reasons.append("judge_score_gap")
+        if not run.accepted and (final.overall_score or 0) >= high:
+            reasons.append("rejected_judged_high")
+    if any(r.guards for r in run.rounds):
+        reasons.append("guard_flags")
+    if run.feedback == "down":
+        reasons.append("thumbs_down")
+    return reasons
+
+
+def sample_for_review(runs: Iterable[Trajectory], *, fraction: float = 0.02,
+                      threshold: float = 8.0, margin: float = 0.5, gap: float = 4.0,
+                      high: int = 8, salt: str = "") -> ReviewSample:
+    """Pick runs for people to review: every edge case, then the lowest hashes up to
+    ``round(fraction * eligible)`` picks (see the module docstring).
+
+    ``threshold`` is the acceptance score on the 0-10 scale (the architectures'
+    ``target_score``); ``salt`` draws a different, equally stable, sample.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"fraction={fraction!r}: pass a share of runs in [0, 1], e.g. 0.02")
+    if not 0.0 <= threshold <= 10.0 or margin < 0 or gap <= 0:
+        raise ConfigError(f"threshold={threshold!r}, margin={margin!r}, gap={gap!r}: the "
+                          "threshold is a 0-10 score, the margin at least 0, the gap above 0")
+    eligible = [t for t in runs if t.final_output is not None]
+    budget = round(fraction * len(eligible))
+    edges: list[ReviewPick] = []
+    rest: list[Trajectory] = []
+    for t in eligible:
+        why = edge_reasons(t, threshold=threshold, margin=margin, gap=gap, high=high)
+        if why:
+            edges.append(ReviewPick(trajectory_id=t.id, reasons=why, score=t.final_score))
+        else:
+            rest.append(t)
+    room = max(0, budget - len(edges))
+    drawn = sorted(rest, key=lambda t: (hash_unit(t.id, salt), t.id))[:room]
+    chosen = {t.id for t in drawn}
+    fill = [ReviewPick(trajectory_id=t.id, reasons=["sampled"], score=t.final_score)
+            for t in rest if t.id in chosen]
+    note = ""
+    if len(edges) > budget:
+        note = (f"{len(edges)} edge cases exceed the {fraction:.1%} budget of {budget} runs: "
+                "all are queued, no run was sampled beyond them")
+    return ReviewSample(picks=_in_order(eligible, edges + fill), eligible=len(eligible),
+                        fraction=fraction, budget=budget, note=note)
+
+
+def _in_order(runs: Sequence[Trajectory], picks: list[ReviewPick]) -> list[ReviewPick]:
+    """``picks`` in the order their runs were read (edge cases and samples mixed)."""
+    by_id = {p.trajectory_id: p for p in picks}
+    return [by_id[i] for i in dict.fromkeys(t.id for t in runs) if i in by_id]
