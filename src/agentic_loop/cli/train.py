@@ -102,6 +102,14 @@ ToolMaxTurnsFlag = Annotated[int, typer.Option(
 FreeFirstTurnFlag = Annotated[bool, typer.Option(
     "--free-first-turn", help="grpo on tasks with tools: let the policy choose its first turn "
                               "(by default it is a tool call).")]
+JudgeFlag = Annotated[str | None, typer.Option(
+    "--judge", help="grpo --judged-reward rank: the judge's chat model spec (default: the "
+                    "base model, frozen).")]
+JudgedRewardFlag = Annotated[str, typer.Option(
+    "--judged-reward", help="grpo: the reward's judged part: none (checks only), rank (a judge "
+                            "ranks each group) or vote (majority short answer, TTRL).")]
+JudgedRewardWeightFlag = Annotated[float, typer.Option(
+    "--judged-reward-weight", help="grpo: the judged part's weight (the checks' part: 1).")]
 DryRunFlag = Annotated[bool, typer.Option(
     "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
     ]
@@ -165,6 +173,9 @@ def train_command(
     llm_features: LlmFeaturesFlag = "checks",
     tool_max_turns: ToolMaxTurnsFlag = 4,
     free_first_turn: FreeFirstTurnFlag = False,
+    judge: JudgeFlag = None,
+    judged_reward: JudgedRewardFlag = "none",
+    judged_reward_weight: JudgedRewardWeightFlag = 1.0,
     dry_run: DryRunFlag = False,
     verbose: VerboseFlag = False,
 ) -> None:
@@ -179,6 +190,9 @@ def train_command(
         --report-to tensorboard --out runs/m2
 
         agentic-loop train --data tasks.jsonl --method grpo --lora --out runs/g1
+
+        agentic-loop train --data tasks.jsonl --method grpo --judged-reward rank
+        --judge openai:gpt-4o-mini --out runs/g2
     """
     targets: str | tuple[str, ...] = lora_target_modules.strip()
     if targets != "all-linear":
@@ -200,7 +214,8 @@ def train_command(
         "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
         "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
         "format_penalty": format_penalty, "llm_features": llm_features,
-        "tool_max_turns": tool_max_turns, "free_first_turn": free_first_turn}))
+        "tool_max_turns": tool_max_turns, "free_first_turn": free_first_turn, "judge": judge,
+        "judged_reward": judged_reward, "judged_reward_weight": judged_reward_weight}))
     run_training(data, out, method=method, base=base, merge_lora=not no_merge, options=options,
                  dry_run=dry_run, verbose=verbose)
 
@@ -300,7 +315,8 @@ def print_dry_run(settings: TrainSettings, data: Path, out: Path, base: str,
     if settings.method == "grpo":
         from agentic_loop.distill.train import RubricRewards, load_prompt_set
 
-        prompts = load_prompt_set(data, llm_features=settings.llm_features)
+        prompts = load_prompt_set(data, llm_features=settings.llm_features,
+                                  judged_reward=settings.judged_reward)
         rewards = RubricRewards(prompts.tasks, check_weight=settings.check_reward_weight,
                                 format_penalty=settings.format_penalty,
                                 max_completion_length=settings.max_completion_length)
@@ -310,13 +326,37 @@ def print_dry_run(settings: TrainSettings, data: Path, out: Path, base: str,
                       "left out)", highlight=False)
         for note in prompts.notes:
             console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
+        from agentic_loop.distill.train.judged_reward import check_judged
+
+        check_judged(settings.judged_reward, prompts.tasks)
+        judged = _judged_line(settings, base)
         console.print("reward functions: " + ", ".join(
-            f"{f.__name__} (x{f.weight:g})" for f in rewards.functions), highlight=False,
-            soft_wrap=True)
+            [f"{f.__name__} (x{f.weight:g})" for f in rewards.functions] + judged),
+            highlight=False, soft_wrap=True)
         console.print("GRPOConfig: " + escape(json.dumps(kwargs, default=str)), highlight=False,
                       soft_wrap=True)
     command = accelerate_command(cli_args(settings, data, out, base, resume), device)
     console.print("command: " + escape(shlex.join(command)), highlight=False, soft_wrap=True)
+
+
+def _judged_line(settings: TrainSettings, base: str) -> list[str]:
+    """The judged part as the dry run lists it (no judge model is loaded for a dry run).
+
+    >>> from agentic_loop.distill.train import TrainSettings
+    >>> _judged_line(TrainSettings(method="grpo", judged_reward="rank"), "local")
+    ['judge_rank (x1, judge: the base model local)']
+    >>> _judged_line(TrainSettings(method="grpo"), "local")
+    []
+    """
+    from agentic_loop.distill.train.judged_reward import RANK, VOTE
+
+    weight = f"x{settings.judged_reward_weight:g}"
+    if settings.judged_reward == "rank":
+        judge = settings.judge or f"the base model {base}"
+        return [f"{RANK} ({weight}, judge: {escape(judge)})"]
+    if settings.judged_reward == "vote":
+        return [f"{VOTE} ({weight}, majority vote on tasks without a check)"]
+    return []
 
 
 def print_training(result: TrainResult) -> None:

@@ -16,6 +16,14 @@ episode (:mod:`.tool_rollout`, TRL's ``rollout_func``). The trainer then logs
 ``reward["tools"]``, the per-step curve). Those rollouts generate in-process on
 every device, so ``use_vllm`` is turned off for them.
 
+**A judged part** (``judged_reward="rank"`` or ``"vote"``,
+:mod:`.judged_reward`) joins the checks' part as its own reward function
+(``rewards/judge_rank/mean`` or ``rewards/judge_vote/mean`` beside
+``rewards/rubric/mean``). With ``"rank"`` the judge model (``judge``, default
+the base model the policy starts from, as ``local:<dir>``) is loaded once
+before training and never trained; the card's ``reward["judged"]`` names it,
+with its groups, failed groups and mean consistency.
+
 **On a CPU** (the embedded model) generation is ``model.generate`` in the
 training process, in fp32, with ``torch`` threads set as for inference.
 
@@ -63,7 +71,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.train.prompt_set import PromptSet
+from agentic_loop.distill.train.judged_reward import (
+    JudgedReward,
+    judged_reward,
+    merge_summaries,
+)
+from agentic_loop.distill.train.prompt_set import PromptSet, load_prompt_set
 from agentic_loop.distill.train.rewards import RubricRewards, merge_stats
 from agentic_loop.distill.train.settings import TrainSettings
 from agentic_loop.distill.train.stages import (
@@ -80,14 +93,17 @@ from agentic_loop.distill.train.tool_rollout import (
 )
 from agentic_loop.errors import ConfigError, TrainError
 
-__all__ = ["REWARD_CURVE_FILE", "TOOL_METRICS", "Device", "accelerate_command",
-           "grpo_config_kwargs", "run_grpo_stage", "tool_rollouts"]
+__all__ = ["JUDGED_METRICS", "REWARD_CURVE_FILE", "TOOL_METRICS", "Device",
+           "accelerate_command", "grpo_config_kwargs", "judge_spec", "judged_part",
+           "run_grpo_stage", "tool_rollouts"]
 
 REWARD_CURVE_FILE = "reward_curve.png"
 _STATS_FILE = "reward_stats.rank{rank}.json"
 _TOOL_STATS_FILE = "tool_stats.rank{rank}.json"
 #: What tool rollouts log each step (``tools/<name>`` in the trainer's logs) and the card keeps.
 TOOL_METRICS = ("tool_use_rate", "tool_call_validity", "turns_per_episode")
+#: What the judged part logs each step (the per-step curve keeps them with ``/`` as ``_``).
+JUDGED_METRICS = ("judge/consistency", "judge/failed_groups", "vote/agreement")
 
 
 @dataclass(frozen=True)
@@ -202,6 +218,10 @@ def _per_step(history: Sequence[Mapping[str, Any]], names: Sequence[str]) -> lis
         for key in TOOL_METRICS:
             if entry.get(f"tools/{key}") is not None:
                 row[key] = round(float(entry[f"tools/{key}"]), 4)
+        for key in JUDGED_METRICS:
+            value = entry.get(key)
+            if value is not None and value == value:
+                row[key.replace("/", "_")] = round(float(value), 4)
         rows.append(row)
     return rows
 
@@ -236,6 +256,38 @@ def tool_rollouts(prompts: PromptSet, config: TrainSettings) -> ToolRollouts | N
                         temperature=config.temperature, top_p=getattr(config, "top_p", 1.0))
 
 
+def judge_spec(config: TrainSettings, model_dir: Path | str) -> Any:
+    """The judged reward's judge: ``judge`` (a spec, or a chat model), else the base model.
+
+    >>> judge_spec(TrainSettings(method="grpo", judged_reward="rank"), "/m/base")
+    'local:/m/base'
+    >>> judge_spec(TrainSettings(method="grpo", judged_reward="rank", judge="local"), "/m")
+    'local'
+    """
+    return config.judge or f"local:{model_dir}"
+
+
+def judged_part(prompts: PromptSet, config: TrainSettings, model_dir: Path | str, *,
+                judge: Any = None) -> tuple[PromptSet, JudgedReward | None]:
+    """The prompt set with the tasks the judged part rewards, and that part (None: "none").
+
+    ``judge``: the judge's chat model, if already loaded (else loaded here from
+    :func:`judge_spec`, once).
+    """
+    if config.judged_reward == "none":
+        return prompts, None
+    prompts = load_prompt_set(prompts.path, llm_features=config.llm_features,
+                              judged_reward=config.judged_reward)
+    if config.judged_reward == "rank" and judge is None:
+        from agentic_loop.models import load_chat_model
+
+        judge = load_chat_model(judge_spec(config, model_dir))
+    part = judged_reward(config.judged_reward, prompts.tasks, judge=judge,
+                         weight=config.judged_reward_weight, group_size=config.num_generations,
+                         seed=config.seed)
+    return prompts, part
+
+
 def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config: TrainSettings,
                    device: Device, checkpoint_dir: Path, resume: bool, progress: bool,
                    callbacks: Sequence[Any], state: Any, *,
@@ -253,12 +305,14 @@ def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config:
             f"batch_size x gradient_accumulation_steps x processes = {per_step} is not a "
             f"multiple of num_generations ({config.num_generations}); each step scores whole "
             "groups; change --batch-size or --num-generations")
+    prompts, judged = judged_part(prompts, config, model_dir)
     model, tokenizer = load_policy(model_dir, config, device.precision)
     rollouts = tool_rollouts(prompts, config)
     rewards = RubricRewards(prompts.tasks, check_weight=config.check_reward_weight,
                             format_penalty=config.format_penalty,
                             max_completion_length=config.max_completion_length,
-                            workers=config.reward_workers)
+                            workers=config.reward_workers,
+                            extra=[judged] if judged is not None else ())
     last = get_last_checkpoint(str(checkpoint_dir)) if resume and checkpoint_dir.is_dir() else None
     _restore_stats(rewards, last, state.process_index)
     if rollouts is not None and last is not None and state.process_index == 0:
@@ -297,6 +351,8 @@ def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config:
               "rubrics": prompts.rubrics(), "notes": notes, "per_step": curve,
               "curve": REWARD_CURVE_FILE if curve else None}
     metrics = _metrics(history, curve, output)
+    if judged is not None:
+        report["judged"] = judged.describe(merge_summaries(gather_object([judged.summary()])))
     if rollouts is not None:
         tools = summarize(gather_object([rollouts.stats()]))
         report["tools"] = {**rollouts.describe(), **tools}

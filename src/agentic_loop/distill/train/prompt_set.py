@@ -16,6 +16,15 @@ only (``llm_features="checks"``, noted in the card) or refused
 judged features are simply not part of the reward. A task with no check at
 all cannot be rewarded and is left out (counted).
 
+**A judged part** (``judged_reward``, :mod:`.judged_reward`) changes two
+things. Each task keeps its rubric's judged features apart (``PromptTask.judged``:
+the LLM features of the rubric the architectures would judge it by), for a
+*separate* judge model to rank the group's completions on, never the policy.
+And a task with no check is kept when the judged part can reward it:
+``"rank"`` when it has judged features, ``"vote"`` always (TTRL: its
+short answer is voted on); its ``rubric`` is then None and the checks' part
+has no value for it.
+
 The prompt is the one the architectures send for a fresh draft: their
 system message, the task and its requirements (the check descriptions),
 built by the same template (:func:`agentic_loop.prompt_format.fresh_draft_prompt`
@@ -37,6 +46,11 @@ Example:
     <BLANKLINE>
     Requirements:
     - Use exactly 1 words.
+    >>> prompts.tasks[0].judged is None, prompts.tasks[1].judged.names
+    (True, ('on_task', 'well_written'))
+    >>> voted = load_prompt_set(path, judged_reward="vote")
+    >>> [t.task for t in voted.tasks if t.rubric is None], voted.skipped
+    (['Name a color.'], 0)
 """
 
 from __future__ import annotations
@@ -69,8 +83,8 @@ from agentic_loop.prompt_format import (
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.tools import ready_tools
 
-__all__ = ["PromptSet", "PromptTask", "load_prompt_set", "lock_rubric", "rubric_sha256",
-           "stated_rubric"]
+__all__ = ["PromptSet", "PromptTask", "judged_features", "load_prompt_set", "lock_rubric",
+           "rubric_sha256", "stated_rubric"]
 
 def rubric_sha256(rubric: Rubric) -> str:
     """A short hash of a rubric's saved form (names only when custom checks cannot be saved).
@@ -131,18 +145,26 @@ def stated_rubric(task: str) -> Rubric | None:
 
 @dataclass(frozen=True)
 class PromptTask:
-    """One task of the prompt set and its locked (checks-only) rubric."""
+    """One task of the prompt set and its locked (checks-only) rubric.
+
+    ``rubric`` is None only for a task kept for the judged part alone (it has
+    no check); ``judged`` holds the judged (LLM) features a judge model ranks
+    completions on (None: the task has none).
+    """
 
     task: str
-    rubric: Rubric
+    rubric: Rubric | None
     dropped: tuple[str, ...] = ()
     #: the ready tools the policy may call (:func:`agentic_loop.tools.ready_tools` names,
     #: from the task's ``metadata["tools"]``); empty for a plain task
     tools: tuple[str, ...] = ()
+    #: the rubric's judged features, for the judged reward's judge (never the policy)
+    judged: Rubric | None = None
 
     def messages(self) -> list[dict[str, str]]:
         """The architectures' first-draft prompt: system, task, requirements (the checks)."""
-        return fresh_draft_prompt(self.task, rubric_requirements(self.rubric)).messages()
+        requirements = rubric_requirements(self.rubric) if self.rubric is not None else ""
+        return fresh_draft_prompt(self.task, requirements).messages()
 
 
 @dataclass(frozen=True)
@@ -175,6 +197,8 @@ class PromptSet:
         """Each distinct locked rubric once: name, version, checks, hash, how many tasks use it."""
         seen: dict[str, dict[str, Any]] = {}
         for t in self.tasks:
+            if t.rubric is None:
+                continue
             digest = rubric_sha256(t.rubric)
             entry = seen.setdefault(digest, {"name": t.rubric.name, "version": t.rubric.version,
                                              "checks": list(t.rubric.names), "sha256": digest,
@@ -211,11 +235,29 @@ def _export_specs(root: Path) -> list[TaskSpec]:
     return [TaskSpec(task=p) for p in unique.values()]
 
 
-def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "checks") -> PromptSet:
+def judged_features(spec: TaskSpec) -> Rubric | None:
+    """The judged (LLM) features of the rubric the architectures would score ``spec`` by.
+
+    >>> judged_features(TaskSpec(task="Name a color.")).names
+    ('on_task', 'well_written')
+    >>> judged_features(TaskSpec(task="Hi.", constraints={"lowercase": True})) is None
+    True
+    """
+    full = rubric_for_task(spec)
+    if not full.llm_features:
+        return None
+    return Rubric(full.llm_features, name=full.name, version=full.version)
+
+
+def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "checks",
+                    judged_reward: str = "none") -> PromptSet:
     """Read ``source`` (a task file, or an export folder) and lock every task's rubric.
 
+    ``judged_reward`` (``"none"``, ``"rank"``, ``"vote"``) also keeps the tasks
+    with no check that the judged part rewards (see the module doc).
+
     Raises :class:`~agentic_loop.distill.train.training_data.TrainingDataError`
-    when the source is missing or leaves no task with a check.
+    when the source is missing or leaves no task to reward.
     """
     path = Path(source).expanduser()
     kind: Literal["tasks", "export"]
@@ -238,23 +280,25 @@ def load_prompt_set(source: str | os.PathLike[str], *, llm_features: str = "chec
     for number, spec in enumerate(specs, 1):
         where = f"task {number} of {path} ({spec.task[:60]!r})"
         rubric = rubric_for_task(spec, checks_only=True)
-        if rubric is None:
+        locked, dropped = lock_rubric(rubric, llm_features, where) if rubric else (None, ())
+        judged = judged_features(spec)
+        if locked is None and not (judged_reward == "vote" or
+                                   judged_reward == "rank" and judged is not None):
             skipped += 1
             continue
-        locked, dropped = lock_rubric(rubric, llm_features, where)
-        if locked is None:
-            skipped += 1
-            continue
-        key = (task_key(spec.task), rubric_sha256(locked))
+        key = (task_key(spec.task), rubric_sha256(locked) if locked else "")
         if key not in seen:
             seen.add(key)
-            tasks.append(PromptTask(spec.task, locked, dropped, _tool_names(spec, where)))
+            tasks.append(PromptTask(spec.task, locked, dropped, _tool_names(spec, where), judged))
     if not tasks:
         raise TrainingDataError(
             f"no task in {path} has a check to reward ({skipped} without one); GRPO needs "
             "verifiable tasks: give each task constraints (e.g. \"constraints\": "
-            '{"word_count": [5, 9]}) or state them in the task ("in exactly 6 words")')
-    return PromptSet(path, kind, tasks, digest, skipped, _notes(kind, tasks, skipped))
+            '{"word_count": [5, 9]}) or state them in the task ("in exactly 6 words"), or '
+            "reward them by a judge (--judged-reward rank) or a majority vote on their short "
+            "answers (--judged-reward vote)")
+    return PromptSet(path, kind, tasks, digest, skipped,
+                     _notes(kind, tasks, skipped, judged_reward))
 
 
 def _tool_names(spec: TaskSpec, where: str) -> tuple[str, ...]:
@@ -273,8 +317,23 @@ def _tool_names(spec: TaskSpec, where: str) -> tuple[str, ...]:
         raise ConfigError(f"{where}: {exc}; name ready tools in its metadata \"tools\"") from None
 
 
-def _notes(kind: str, tasks: Sequence[PromptTask], skipped: int) -> list[str]:
+def _notes(kind: str, tasks: Sequence[PromptTask], skipped: int,
+           judged_reward: str = "none") -> list[str]:
     notes = []
+    unchecked = sum(t.rubric is None for t in tasks)
+    if unchecked:
+        how = ("a judge's ranking of each group" if judged_reward == "rank" else
+               "majority vote on each group's short answers (TTRL)")
+        notes.append(f"{unchecked} tasks without a check are rewarded by {how} alone")
+    if judged_reward == "rank":
+        ranked = sorted({n for t in tasks if t.judged is not None for n in t.judged.names})
+        if ranked:
+            notes.append(f"judged features {ranked} go to the judge model, which ranks each "
+                         "prompt's group; the checks' part stays Python")
+        unjudged = sum(t.judged is None for t in tasks)
+        if unjudged:
+            notes.append(f"{unjudged} tasks' rubrics have no judged feature (checks only): the "
+                         "judge does not rank them, their checks alone reward them")
     with_tools = sum(bool(t.tools) for t in tasks)
     if with_tools:
         notes.append(f"{with_tools} tasks carry tools: their rollouts are episodes (the policy "
@@ -282,15 +341,16 @@ def _notes(kind: str, tasks: Sequence[PromptTask], skipped: int) -> list[str]:
     dropped = sorted({name for t in tasks for name in t.dropped})
     if dropped:
         count = sum(bool(t.dropped) for t in tasks)
-        notes.append(f"LLM-judged features {dropped} in {count} tasks' rubrics were left out: "
-                     "the reward uses their checks only (the policy never grades itself)")
+        notes.append(f"LLM-judged features {dropped} in {count} tasks' rubrics were left out of "
+                     "the checks' part: it uses their checks only (the policy never grades "
+                     "itself)")
     if skipped:
         notes.append(f"{skipped} tasks without a check (nothing verifiable stated) were left out")
-    stated = sum(t.rubric.name == "task" for t in tasks)
+    stated = sum(t.rubric is not None and t.rubric.name == "task" for t in tasks)
     if stated:
+        judged = ("go to the judge" if judged_reward == "rank" else "are never a reward")
         notes.append(f"{stated} tasks have no rubric of their own: each is rewarded on the checks "
-                     "of the constraints it states (the architectures' judged features are "
-                     "never a reward)")
+                     f"of the constraints it states (the architectures' judged features {judged})")
     if kind == "export":
         notes.append("an export keeps no rubric: its tasks are rewarded on what they state")
     return notes

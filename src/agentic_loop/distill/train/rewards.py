@@ -16,6 +16,12 @@ one per check, named after it (weight ``check_reward_weight``, default 0)
 ``format_penalty`` (weight ``format_penalty``, only when above 0)
     -1 when the completion is empty or runs to ``max_completion_length``
     (the model did not stop), else 0.
+a judged part (``judge_rank`` or ``judge_vote``, weight ``judged_reward_weight``)
+    passed in as ``extra`` (:mod:`.judged_reward`): a judge's ranking of the
+    group, or the group's majority vote; logged as its own column, so the
+    checks' part and the judged part are read apart. A task kept for the
+    judged part alone (no check: ``PromptTask.rubric`` is None) has no
+    ``rubric`` value (``None``, skipped by TRL's sums and means).
 
 The completion is judged as the model wrote it (surrounding whitespace
 aside). A tool rollout's completion (:mod:`.tool_rollout`) comes with its
@@ -60,7 +66,7 @@ import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentic_loop.distill.train.prompt_set import PromptTask
 from agentic_loop.episodes import Episode, judging_episode
@@ -68,8 +74,8 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.judges import Rubric, registrations, restore_registrations
 from agentic_loop.judges.rubric import CheckResults
 
-__all__ = ["RewardFunction", "RewardStats", "RubricRewards", "Scored", "completion_text",
-           "merge_stats", "score_completion", "score_episode"]
+__all__ = ["Reward", "RewardFunction", "RewardStats", "RubricRewards", "Scored",
+           "completion_text", "merge_stats", "score_completion", "score_episode"]
 
 RUBRIC = "rubric"
 FORMAT = "format_penalty"
@@ -141,7 +147,7 @@ def score_completion(rubric: Rubric, task: str, output: str) -> Scored:
     return Scored(evaluation.score / 10, credits, {}, not cleaned)
 
 
-def score_episode(rubric: Rubric, task: str, output: str, episode: str | None) -> Scored:
+def score_episode(rubric: Rubric | None, task: str, output: str, episode: str | None) -> Scored:
     """:func:`score_completion` with ``episode`` (JSON) as the checks' current episode.
 
     >>> from agentic_loop.episodes import Episode, ToolStep
@@ -151,7 +157,11 @@ def score_episode(rubric: Rubric, task: str, output: str, episode: str | None) -
     1.0
     >>> score_episode(rubric, "2+2?", "4", None).score
     0.0
+    >>> score_episode(None, "2+2?", "4", None)  # no check: nothing to score, no error
+    Scored(score=None, credits={}, errors={}, empty=False)
     """
+    if rubric is None:
+        return Scored(None, {}, {}, not output.strip())
     if episode is None:
         return score_completion(rubric, task, output)
     with judging_episode(Episode.model_validate_json(episode)):
@@ -196,6 +206,21 @@ def merge_stats(parts: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, d
             into["errors"] += stats["errors"]
             into["first_error"] = into["first_error"] or stats["first_error"]
     return out
+
+
+class Reward(Protocol):
+    """What :class:`RubricRewards` keeps of a reward function: TRL's callable, its name (the
+    logged column), weight, description and counts."""
+
+    __name__: str
+    weight: float
+    description: str
+    stats: RewardStats
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
+                 task_index: Sequence[int], **kwargs: Any) -> list[float | None]:
+        """One reward per completion (None where it does not apply)."""
+        ...
 
 
 class RewardFunction:
@@ -246,11 +271,12 @@ class RubricRewards:
         format_penalty: the weight of ``format_penalty`` (0: left out).
         max_completion_length: the length at which a completion counts as cut off.
         workers: score in this many processes (0: in the training process).
+        extra: more reward functions (the judged part), logged and weighed as they say.
     """
 
     def __init__(self, tasks: Sequence[PromptTask], *, check_weight: float = 0.0,
                  format_penalty: float = 0.0, max_completion_length: int | None = None,
-                 workers: int = 0) -> None:
+                 workers: int = 0, extra: Sequence[Reward] = ()) -> None:
         if not tasks:
             raise ConfigError("RubricRewards needs at least one task; pass a prompt set's tasks")
         self.tasks = list(tasks)
@@ -258,12 +284,12 @@ class RubricRewards:
         self._payload = _worker_payload(self.tasks) if workers else None
         self._pool: ProcessPoolExecutor | None = None
         self._cache: dict[_Key, Scored] = {}
-        self.functions = [RewardFunction(
+        self.functions: list[Reward] = [RewardFunction(
             RUBRIC, 1.0, "the locked rubric's score / 10 on [0, 1] (checks only, computed in "
             "Python or the sandbox); 0 when a check raises", self, _rubric_value)]
         checks: dict[str, str] = {}
         for task in self.tasks:
-            for feature in task.rubric.check_features:
+            for feature in task.rubric.check_features if task.rubric is not None else ():
                 checks.setdefault(feature.name, feature.description)
         for check, example in checks.items():
             name = f"check_{check}" if check in (RUBRIC, FORMAT) else check
@@ -276,6 +302,7 @@ class RubricRewards:
                 FORMAT, format_penalty, "-1 when the completion is empty or runs to "
                 f"max_completion_length ({limit} tokens) without stopping, else 0", self,
                 _format_value(limit)))
+        self.functions.extend(extra)
 
     @property
     def weights(self) -> list[float]:
@@ -341,6 +368,8 @@ class RubricRewards:
 
 
 def _rubric_value(item: Scored, index: int, length: int | None) -> tuple[float | None, str | None]:
+    if item.score is None and not item.errors:
+        return None, None  # a task without a check: the judged part alone rewards it
     if item.score is None:
         return 0.0, next(iter(item.errors.values()), "no score")
     return item.score, None
@@ -367,16 +396,19 @@ def _format_value(limit: int | None) -> Callable[[Scored, int, int | None],
 
 # -- the process pool ------------------------------------------------------------------
 
-_WORKER_TASKS: list[tuple[str, Rubric]] = []
+_WORKER_TASKS: list[tuple[str, Rubric | None]] = []
 
 
-_Payload = list[tuple[str, dict[str, Any], dict[str, str]]]
+_Payload = list[tuple[str, dict[str, Any] | None, dict[str, str]]]
 
 
 def _worker_payload(tasks: Sequence[PromptTask]) -> _Payload:
     """Each task's saved rubric (checks by reference) and its checks' registered names."""
-    payload = []
+    payload: _Payload = []
     for number, task in enumerate(tasks, 1):
+        if task.rubric is None:
+            payload.append((task.task, None, {}))
+            continue
         try:
             payload.append((task.task, task.rubric.to_dict(), registrations(
                 f.check for f in task.rubric.check_features)))
@@ -390,7 +422,8 @@ def _worker_payload(tasks: Sequence[PromptTask]) -> _Payload:
 
 def _init_worker(payload: _Payload) -> None:
     restore_registrations({k: v for _, _, names in payload for k, v in names.items()})
-    _WORKER_TASKS[:] = [(task, Rubric.from_dict(saved)) for task, saved, _ in payload]
+    _WORKER_TASKS[:] = [(task, Rubric.from_dict(saved) if saved is not None else None)
+                        for task, saved, _ in payload]
 
 
 def _score_in_worker(key: _Key) -> Scored:

@@ -31,6 +31,15 @@ fingerprint: where the curves go does not change the model.
 ``tools``) or ``"auto"`` (the template's when it mentions tools, else the
 engine's); see :mod:`agentic_loop.distill.train.tool_format`.
 
+GRPO's reward may add a *judged* part to the checks' part
+(:mod:`agentic_loop.distill.train.judged_reward`): ``judged_reward="rank"``
+has a judge model rank each prompt's group of completions on the rubric's
+judged features (``judge``: a chat model spec, default the policy's base
+model, loaded once and never trained); ``"vote"`` rewards agreeing with the
+group's majority short answer (TTRL, no model). The judged part weighs
+``judged_reward_weight`` against the checks' 1. At ``"none"`` (the default)
+the card and the fingerprint are as they were.
+
 Example:
     >>> s = TrainSettings(method="dpo", lora=True)
     >>> s.learning_rate_for("dpo"), s.stages
@@ -54,6 +63,15 @@ Example:
     'engine'
     >>> "tool_format" in TrainSettings().hyperparameters()  # the default leaves the card as it was
     False
+    >>> j = TrainSettings(method="grpo", judged_reward="rank", judge="local")
+    >>> j.hyperparameters()["judge"], j.hyperparameters()["judged_reward"]
+    ('local', 'rank')
+    >>> "judged_reward" in TrainSettings(method="grpo").hyperparameters()
+    False
+    >>> TrainSettings(method="grpo", judge="local")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: judge (--judge) names the model of the judged reward, ...
     >>> [len(part) for part in split_validation(list(range(10)), 0.2, seed=0)]
     [8, 2]
 """
@@ -62,24 +80,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from agentic_loop.errors import ConfigError
 
-__all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "LLM_FEATURE_POLICIES",
-           "LR_SCHEDULERS", "METHODS", "REPORTERS", "TOOL_FORMATS", "Method", "TrainSettings",
-           "split_validation"]
+__all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "JUDGED_REWARDS",
+           "LLM_FEATURE_POLICIES", "LR_SCHEDULERS", "METHODS", "REPORTERS", "TOOL_FORMATS",
+           "JudgedRewardKind", "Method", "TrainSettings", "split_validation"]
 
 Method = Literal["sft", "dpo", "sft+dpo", "grpo"]
 METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo", "grpo")
 #: How a rubric with LLM-judged features becomes a reward: its checks only, or refused.
 LLM_FEATURE_POLICIES: tuple[str, ...] = ("checks", "refuse")
+JudgedRewardKind = Literal["none", "rank", "vote"]
+#: GRPO reward's judged part: none (checks only), rank (a judge ranks each group), vote (TTRL).
+JUDGED_REWARDS: tuple[str, ...] = ("none", "rank", "vote")
 #: The fields only GRPO reads (left out of other methods' cards and fingerprints).
 GRPO_FIELDS: tuple[str, ...] = ("num_generations", "max_completion_length", "temperature",
                                 "use_vllm", "vllm_mode", "reward_workers", "check_reward_weight",
                                 "format_penalty", "llm_features", "tool_max_turns",
-                                "free_first_turn")
+                                "free_first_turn", "judge", "judged_reward",
+                                "judged_reward_weight")
 
 #: transformers' ``SchedulerType`` values (``lr_scheduler_type``).
 LR_SCHEDULERS: tuple[str, ...] = (
@@ -95,7 +117,8 @@ TOOL_FORMATS: tuple[str, ...] = ("auto", "engine", "chat_template")
 #: The knobs that stay off the card and the fingerprint at their default (see the module doc).
 _QUIET_DEFAULTS: dict[str, object] = {"lr_scheduler_type": "linear", "warmup_steps": 0.0,
                                       "validation_split": 0.0, "report_to": "none",
-                                      "tool_format": "auto"}
+                                      "tool_format": "auto", "judge": None,
+                                      "judged_reward": "none", "judged_reward_weight": 1.0}
 
 #: (stage, lora) -> learning rate, used when none is given.
 DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
@@ -160,6 +183,13 @@ class TrainSettings:
     #: GRPO on tasks with tools: let the policy choose its first turn (by default it is a
     #: tool call, as ``tool_agent(first_tool_choice="any")`` makes it at inference)
     free_first_turn: bool = False
+    #: GRPO's judged reward: the judge's chat model spec, or a LangChain chat model (in
+    #: Python; the card keeps its id); None: the policy's base model
+    judge: Any = None
+    #: GRPO's judged reward part: none (checks only), rank (GroupRanker), vote (majority)
+    judged_reward: str = "none"
+    #: the judged part's weight in the reward (the checks' part weighs 1)
+    judged_reward_weight: float = 1.0
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str]] = [
@@ -208,7 +238,7 @@ class TrainSettings:
               "and 'dpo' separately")),
         ]
         if self.method == "grpo":
-            checks += self._grpo_checks()
+            checks += self._grpo_checks() + self._judge_checks()
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
@@ -242,6 +272,49 @@ class TrainSettings:
              f"got {self.llm_features!r}"),
         ]
 
+    def _judge_checks(self) -> list[tuple[bool, str]]:
+        from agentic_loop.judges.group_rank import MAX_GROUP
+
+        judge = self.judge
+        return [
+            (self.judged_reward != "rank" or self.num_generations <= MAX_GROUP,
+             f"judged_reward 'rank' shows a prompt's num_generations completions to the judge "
+             f"at once, at most {MAX_GROUP}; got --num-generations {self.num_generations}"),
+            (self.judged_reward in JUDGED_REWARDS,
+             f"judged_reward (--judged-reward) must be one of {', '.join(JUDGED_REWARDS)}, got "
+             f"{self.judged_reward!r}"),
+            (judge is None or (bool(judge.strip()) if isinstance(judge, str) else
+                               callable(getattr(judge, "invoke", None))),
+             f"judge (--judge) must be a chat model spec such as 'local' or 'openai:gpt-4o-mini', "
+             f"or a LangChain chat model, got {judge!r:.80}"),
+            (judge is None or self.judged_reward == "rank",
+             "judge (--judge) names the model of the judged reward, which only --judged-reward "
+             f"rank asks (got judged_reward={self.judged_reward!r}); pass --judged-reward rank, "
+             "or drop --judge"),
+            (self.judged_reward_weight > 0,
+             "judged_reward_weight (--judged-reward-weight) must be positive, got "
+             f"{self.judged_reward_weight:g}"),
+            (not (self.judged_reward == "rank" and self.llm_features == "refuse"),
+             "judged_reward 'rank' has a judge score the rubrics' LLM-judged features, and "
+             "llm_features 'refuse' refuses them; drop --llm-features refuse, or the judged "
+             "reward"),
+        ]
+
+    @property
+    def judge_name(self) -> str | None:
+        """``judge`` as the card and the fingerprint keep it: the spec, or the model's id.
+
+        >>> from agentic_loop.testing import ScriptedChatModel
+        >>> TrainSettings(method="grpo", judged_reward="rank",
+        ...               judge=ScriptedChatModel(model_id="big-judge")).judge_name
+        'big-judge'
+        """
+        if self.judge is None or isinstance(self.judge, str):
+            return self.judge
+        from agentic_loop.models.wrappers import model_id_of
+
+        return model_id_of(self.judge)
+
     @property
     def reporters(self) -> list[str]:
         """``report_to`` as the list TRL takes (``[]`` for "none")."""
@@ -271,7 +344,9 @@ class TrainSettings:
 
     def hyperparameters(self) -> dict[str, Any]:
         """The settings as plain data, for the model card (resolved learning rates included)."""
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # flat: no model copies
+        if self.judge is not None:
+            data["judge"] = self.judge_name
         data["lora_target_modules"] = (self.lora_target_modules if isinstance(
             self.lora_target_modules, str) else list(self.lora_target_modules))
         data["learning_rates"] = {s: self.learning_rate_for(s) for s in self.stages}
@@ -292,7 +367,7 @@ class TrainSettings:
             data.pop("max_length")
         else:
             for key in GRPO_FIELDS:
-                data.pop(key)
+                data.pop(key, None)
         return data
 
     def fingerprint(self, data_hash: str, base: str = "") -> str:

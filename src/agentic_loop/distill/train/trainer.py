@@ -279,7 +279,8 @@ def _inputs(data_dir: str | os.PathLike[str], config: TrainSettings
             ) -> tuple[TrainingData | None, PromptSet | None, DataRef]:
     """What the method trains on: an export's rows, or GRPO's prompt set; and its record."""
     if config.method == "grpo":
-        prompts = load_prompt_set(data_dir, llm_features=config.llm_features)
+        prompts = load_prompt_set(data_dir, llm_features=config.llm_features,
+                                  judged_reward=config.judged_reward)
         return None, prompts, DataRef(dir=str(prompts.path.resolve()),
                                       manifest_sha256=prompts.sha256, prompts=len(prompts.tasks))
     data = load_training_data(data_dir, need_sft="sft" in config.stages,
