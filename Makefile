@@ -37,6 +37,7 @@ demo: setup
 bench: setup vllm
 	$(BIN)/python bench/models.py
 	$(BIN)/python bench/judges.py
+	$(BIN)/python bench/judges.py --only-quality --quick
 	$(BIN)/python bench/archive.py
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/pii.py

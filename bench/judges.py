@@ -18,12 +18,18 @@
    differs) timed in the same run; the start-up cost of ``bwrap`` itself; and
    the cost of one call across the solution/tests boundary.
 
+4. **Quality** (issue #34): pairwise accuracy and position consistency of the
+   same-model critic, a separate judge (``--judge``), the group ranker, majority
+   vote and the checks alone, on the labelled pairs in ``bench/data/``
+   (:mod:`judges_quality`); written under ``"quality"``.
+
 Numbers are ratios against baselines from the same run (this machine is
 shared and noisy); nothing here asserts on time.
 
     python bench/judges.py            # writes bench/results/judges.json
     python bench/judges.py --quick    # fewer drafts
     python bench/judges.py --only-sandbox-isolation   # part 3 only, merged into the JSON
+    python bench/judges.py --only-quality [--quick] [--judge SPEC] [--out PATH]   # part 4
 """
 
 from __future__ import annotations
@@ -75,7 +81,7 @@ def bench_spread(per_brief: int) -> dict[str, Any]:
     pairs: list[tuple[str, str]] = []
     for brief in track(BRIEFS, description="drafting"):
         drafts = llm.batch([brief] * per_brief, temperature=1.0, max_tokens=32)
-        pairs += [(brief, d.content.strip()) for d in drafts]
+        pairs += [(brief, str(d.content).strip()) for d in drafts]
     started = time.perf_counter()
     critiques = Critic(llm, rubric).batch(pairs)
     critic_s = time.perf_counter() - started
@@ -204,9 +210,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 drafts per brief, 5 sandbox runs")
     parser.add_argument("--only-sandbox-isolation", action="store_true",
                         help="run part 3 only and merge it into the existing results")
+    parser.add_argument("--only-quality", action="store_true",
+                        help="run part 4 only (judge accuracy on the labelled pairs), merged "
+                        "into the results under 'quality'; --quick: 3 pairs per kind")
+    parser.add_argument("--judge", default="local", metavar="SPEC",
+                        help="the separate judge (any load_chat_model spec, e.g. an "
+                        "OpenAI-compatible URL); default: the embedded model")
+    parser.add_argument("--votes", type=int, default=5, help="samples per majority vote")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"default {RESULTS}")
     args = parser.parse_args()
+    if args.only_quality:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from judges_quality import bench_quality
+
+        bench_quality(args.out, judge=args.judge, quick=args.quick, votes=args.votes)
+        print(f"wrote {args.out}")
+        return
+    previous = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
     if args.only_sandbox_isolation:
-        results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
+        results = previous
         results["sandbox_isolation"] = {
             "when": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": platform.platform(),
@@ -220,10 +242,12 @@ def main() -> None:
             "sandbox_isolation": bench_sandbox_isolation(5 if args.quick else 20),
             "spread": bench_spread(2 if args.quick else 4),
         }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        if "quality" in previous:  # part 4 runs on its own (--only-quality): keep its numbers
+            results["quality"] = previous["quality"]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))
-    print(f"wrote {RESULTS}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -134,7 +134,11 @@ def judges(d: dict[str, Any]) -> list[str]:
                   (f"LLM judge {num(get(s, 'auc_vs_checks_passed.llm_judge_baseline'))}, "
                    f"critic {num(get(s, 'auc_vs_checks_passed.critic_overall_score'))}")),
                  ("sandboxed / bare python run:",
-                  f"{num(get(d, 'sandbox.ratio_sandbox_vs_bare_python'))}x"))
+                  f"{num(get(d, 'sandbox.ratio_sandbox_vs_bare_python'))}x"),
+                 ("pairwise accuracy on the labelled pairs:",
+                  ", ".join(f"{r['judge']} {num(r['accuracy'])}"
+                            for r in (get(d, "quality.rows") or {}).values()
+                            if r.get("accuracy") is not None) or None))
 
 
 def pii(d: dict[str, Any]) -> list[str]:
