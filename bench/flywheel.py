@@ -32,6 +32,20 @@ base), each over plain SFT or the base. Nothing here asserts on time.
     python bench/flywheel.py           # 20 pool / 20 golden tasks, 8 steps a round: ~20 min
 (2 shared CPU cores; the quick time is measured, the full one estimated from it.)
 Both write bench/results/flywheel.json and flywheel.png (the quick run marks ``mode``).
+
+**Methods resting on judges** (:mod:`agentic_loop.distill.loop.methods`):
+``--methods self-rewarding,spin,ttrl,constitutional`` runs each named
+method as its own improve run, same rounds, steps a round and pool as the
+improve arm, and gives each a row against plain SFT at the same budget
+(``methods`` in the JSON: per-round golden pass rates, the final one over
+plain SFT, which judge made the data and what the agreement alarm said).
+``--arithmetic N`` adds N arithmetic word problems (an exact answer: the
+reference SPIN needs, the short answer TTRL votes on) to the pool and as
+many to the golden set, for every arm. ``--judge SPEC`` is the judge of
+self-rewarding and constitutional (default: the model judges itself).
+
+    python bench/flywheel.py --quick --arithmetic 6 \\
+        --methods self-rewarding,spin,ttrl,constitutional
 """
 
 from __future__ import annotations
@@ -42,7 +56,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +84,7 @@ class Options:
     thresholds: tuple[float, ...] = (7.0, 8.0, 8.0)
     batch_size: int = 4
     seed: int = 0
+    arithmetic: int = 0
 
     @classmethod
     def quick(cls) -> Options:
@@ -86,6 +101,12 @@ def dev_tasks(o: Options) -> tuple[list[TaskSpec], list[TaskSpec]]:
                                   held_out=o.golden_constrained / n, seed=o.seed)
     pool = ifeval_tasks(o.pool_ifeval, seed=o.seed, split="train") + c_train
     golden = ifeval_tasks(o.golden_ifeval, seed=o.seed, split="held_out") + c_held
+    if o.arithmetic:  # exact answers: SPIN's references, TTRL's short answers
+        from agentic_loop.tasks.sets import arithmetic_tasks
+
+        m_train, m_held = split_tasks(arithmetic_tasks(2 * o.arithmetic, seed=o.seed),
+                                      held_out=0.5, seed=o.seed)
+        pool, golden = pool + m_train, golden + m_held
     return pool, golden
 
 
@@ -100,7 +121,7 @@ def eval_kwargs(o: Options, golden: list[TaskSpec], embedder: Any) -> dict[str, 
 
 
 def run_improve(o: Options, pool: list[TaskSpec], golden: list[TaskSpec], work: Path,
-                console: Console) -> Any:
+                console: Console, method: str = "sft", judge: str | None = None) -> Any:
     from agentic_loop.demo.improve import StageProgress
     from agentic_loop.distill.loop.improve import ImproveSettings, improve
     from agentic_loop.memory import HashingEmbedder
@@ -110,6 +131,7 @@ def run_improve(o: Options, pool: list[TaskSpec], golden: list[TaskSpec], work: 
     settings = ImproveSettings(
         rounds=o.rounds, samples=o.samples, max_tokens=o.max_tokens, thresholds=o.thresholds,
         patience=o.rounds + 1, max_concurrency=4, train_options=train_kwargs(o, o.steps),
+        method=method, judge=judge if method in ("self-rewarding", "constitutional") else None,
         export_options={"pii": "regex", "embedder": embedder},
         eval_options=eval_kwargs(o, golden, embedder))
     with progress_bar(console=console) as bar:
@@ -171,6 +193,27 @@ def summarize(result: Any, sft: dict[str, Any]) -> dict[str, Any]:
             "stopped": result.stopped, "reason": result.reason}
 
 
+def method_row(method: str, result: Any, sft: dict[str, Any]) -> dict[str, Any]:
+    """One judged method's run against plain SFT: its rounds, final rate, judge and alarm."""
+    from agentic_loop.demo.improve import round_row
+
+    rows = [round_row(r) for r in result.reports]
+    rates = [(r["golden_after"] or {}).get("pass_rate") for r in rows]
+    final = rates[-1] if rates else None
+    plain = sft["golden"]["candidate"]["pass_rate"]
+    judged = []
+    for r in result.reports:  # the data stage's record: which judge and method, the alarm
+        state = json.loads((result.work_dir / f"round-{r.round:03d}" / "state.json")
+                            .read_text())
+        data = (state["stages"].get("data") or {}).get("result") or {}
+        judged.append(data.get("judged"))
+    return {"method": method, "rounds": rows, "final_pass_rate": final,
+            "best_pass_rate": max((r for r in rates if r is not None), default=None),
+            "final_over_sft": ratio(final, plain),
+            "steps": sum(r["train_steps"] or 0 for r in rows), "judged": judged,
+            "stopped": result.stopped, "reason": result.reason}
+
+
 def plot(summary: dict[str, Any], sft: dict[str, Any], path: Path) -> None:
     from agentic_loop.plots import plot_rates
 
@@ -186,8 +229,14 @@ def plot(summary: dict[str, Any], sft: dict[str, Any], path: Path) -> None:
         curve += point(r["round"], r["golden_after"])
     last = rows[-1]["round"] if rows else 1
     plain = point(0, sft["golden"]["baseline"]) + point(last + 0.1, sft["golden"]["candidate"])
+    methods = {}
+    for m in summary.get("methods", []):  # each judged method from the same base
+        points = point(0, rows[0]["golden_before"]) if rows else []
+        for r in m["rounds"]:
+            points += point(r["round"] + 0.05 * (len(methods) + 1), r["golden_after"])
+        methods[f"{m['method']} rounds"] = points
     plot_rates({"improve rounds (golden; round 0: base)": curve,
-                f"plain SFT, {sft['steps']} steps (same total)": plain}, path,
+                f"plain SFT, {sft['steps']} steps (same total)": plain, **methods}, path,
                title="flywheel: golden pass rate per round (95% Wilson intervals)")
 
 
@@ -209,10 +258,31 @@ def print_results(summary: dict[str, Any], sft: dict[str, Any], console: Console
                       fmt_rate(r["golden_after"]), str(r["decision"]))
     table.add_row("plain SFT on round 1's data", str(sft["steps"]),
                   fmt_rate(sft["golden"]["candidate"]), sft["decision"])
+    for m in summary.get("methods", []):
+        last = m["rounds"][-1] if m["rounds"] else None
+        table.add_row(f"{m['method']} ({len(m['rounds'])} rounds)", str(m["steps"]),
+                      fmt_rate(last["golden_after"]) if last else "-",
+                      str(last["decision"]) if last else m["stopped"])
     console.print(table)
     console.print("ratios (golden pass rate): " + ", ".join(
         f"{k.replace('_over_', ' / ')} {v if v is not None else '-'}"
         for k, v in summary["ratios"].items()))
+
+
+def parse_methods(text: str) -> list[str]:
+    """``"spin,ttrl"`` as method names, each checked against the improve methods.
+
+    >>> parse_methods("spin, ttrl")
+    ['spin', 'ttrl']
+    """
+    from agentic_loop.distill.loop.settings import LOOP_METHODS
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in LOOP_METHODS]
+    if unknown:
+        raise SystemExit(f"--methods: unknown method(s) {unknown}; pick from "
+                         f"{', '.join(LOOP_METHODS)}")
+    return names
 
 
 def main() -> None:
@@ -221,9 +291,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results JSON")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the work folder (models, rounds) here instead of a temp dir")
+    parser.add_argument("--methods", default="",
+                        help="improve methods resting on judges, each a row against plain "
+                             "SFT: self-rewarding,spin,ttrl,constitutional")
+    parser.add_argument("--arithmetic", type=int, default=0,
+                        help="arithmetic tasks added to pool and golden (SPIN, TTRL need them)")
+    parser.add_argument("--judge", default=None,
+                        help="judge model spec of self-rewarding and constitutional")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    methods = parse_methods(args.methods)
     o = Options.quick() if args.quick else Options()
+    if args.arithmetic:
+        o = replace(o, arithmetic=args.arithmetic)
     console = Console()
     started = time.perf_counter()
     at_start = machine()
@@ -242,6 +322,11 @@ def main() -> None:
         steps = sum(r.train.steps if r.train else 0 for r in result.reports)
         sft = run_sft(o, golden, first_data, max(1, steps), work, console)
         summary = summarize(result, sft)
+        summary["methods"] = []
+        for method in methods:  # each: its own run, same rounds and steps, its own registry
+            console.print(f"method {method}: {o.rounds} rounds of {o.steps} steps")
+            run = run_improve(o, pool, golden, work / method, console, method, args.judge)
+            summary["methods"].append(method_row(method, run, sft))
         seconds = round(time.perf_counter() - started, 1)
         report = {
             "bench": "flywheel", "date": datetime.now(UTC).isoformat(timespec="seconds"),

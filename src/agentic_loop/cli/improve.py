@@ -34,7 +34,7 @@ from agentic_loop.tables import Col, FitTable, percent
 if TYPE_CHECKING:
     from agentic_loop.distill.loop.records import ImproveResult, Rate
 
-__all__ = ["StageDisplay", "improve_command", "parse_numbers", "print_rounds"]
+__all__ = ["StageDisplay", "improve_command", "judged_line", "parse_numbers", "print_rounds"]
 
 
 def parse_numbers(text: str, flag: str) -> tuple[float, ...]:
@@ -95,7 +95,8 @@ def improve_command(
     rounds: Annotated[int, typer.Option("--rounds", help="Round budget.")] = 3,
     samples: Annotated[int, typer.Option("--samples", help="Samples per task per round.")] = 4,
     method: Annotated[str, typer.Option(
-        "--method", help="sft, dpo, sft+dpo or grpo (on the pool's prompts).")] = "sft",
+        "--method", help="sft, dpo, sft+dpo or grpo (on the pool's prompts); resting on a "
+        "judge: self-rewarding, spin, ttrl, constitutional.")] = "sft",
     arch: Annotated[str, typer.Option(
         "--arch", help="Architecture that samples: reflection, archive_refine, reflexion.")
     ] = "reflection",
@@ -138,6 +139,26 @@ def improve_command(
     first_tool_call: Annotated[bool, typer.Option(
         "--first-tool-call", help="Tool tasks: each grown episode's first model call is a "
         "tool call (small models seldom open with one); the gate never forces it.")] = False,
+    judge: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--judge", help="self-rewarding, constitutional, judged grpo: the judge model's spec "
+        "(default: the current model judges itself).")] = None,
+    judged_reward: Annotated[str, typer.Option(
+        "--judged-reward", help="grpo: the reward's judged part: none (checks only), rank "
+        "(the judge ranks each group) or vote (majority vote, TTRL's).")] = "none",
+    principles: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--principles", help="constitutional: a file of principles, one a line "
+        "(default: a short built-in list).")] = None,
+    min_rank_gap: Annotated[float, typer.Option(
+        "--min-rank-gap", help="self-rewarding: smallest judge-score gap (0-10) of a pair.")
+    ] = 2.0,
+    review_logs: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+        "--review-logs", help="Logs whose people's labels the agreement alarm checks the "
+        "judge against (besides the round's own runs).")] = None,
+    agreement_threshold: Annotated[float, typer.Option(
+        "--agreement-threshold", help="Judged data trains only while judge-vs-people "
+        "agreement (Spearman, kappa) is at least this.")] = 0.7,
+    min_labels: Annotated[int, typer.Option(
+        "--min-labels", help="Labels the agreement alarm needs before it can refuse.")] = 20,
     verbose: VerboseFlag = False,
 ) -> None:
     """Improve the model in rounds: sample the pool, train on what passed, gate, promote.
@@ -148,6 +169,12 @@ def improve_command(
 
         agentic-loop improve --from-trajectories runs/trajectories --golden g.jsonl --method grpo
 
+    Methods resting on a judge (the agreement alarm gates their judged data; the notes
+    say which judge made each round's data and what the alarm said):
+
+        agentic-loop improve --tasks pool.jsonl --golden g.jsonl --method self-rewarding \\
+            --judge local --review-logs runs/trajectories
+
     Tool tasks (a task naming its tools, ``"metadata": {"tools": ["calculator"]}``) are run
     by the agent: grow, hint and gate; the table's notes give each round's tool use:
 
@@ -157,6 +184,8 @@ def improve_command(
 
     train_options: dict[str, Any] = {"lora": lora, "max_steps": train_steps,
                                      "learning_rate": learning_rate, "batch_size": batch_size}
+    if judged_reward != "none":  # the trainer checks the name; the alarm gates it each round
+        train_options["judged_reward"] = judged_reward
     settings = ImproveSettings(
         rounds=rounds, samples=samples, arch=arch, max_iterations=max_iterations,
         temperatures=parse_numbers(temperatures, "--temperatures"),
@@ -164,6 +193,9 @@ def improve_command(
         thresholds=parse_numbers(thresholds, "--thresholds"), method=method, hint_retry=hint,
         base=base, max_tokens=max_tokens, min_gain=min_gain, patience=patience,
         eval_arch=eval_arch, max_steps=max_steps, first_tool_call=first_tool_call,
+        judge=judge, principles=str(principles) if principles is not None else None,
+        min_rank_gap=min_rank_gap, review_logs=tuple(str(p) for p in review_logs or ()),
+        agreement_threshold=agreement_threshold, min_labels=min_labels,
         train_options=train_options, export_options={"pii": pii},
         eval_options={"min_tasks": min_tasks})
     with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
@@ -171,6 +203,32 @@ def improve_command(
                          trajectories=from_trajectories, settings=settings,
                          progress=StageDisplay(bar))
     print_rounds(result)
+
+
+def judged_line(judged: Any) -> str:
+    """One line on who made a judged round's data and what the alarm said ("" for none).
+
+    >>> print(judged_line({"method": "self-rewarding", "judge": "m", "allowed": False,
+    ...                    "reason": "kappa 0.2 < 0.7", "train_method": "dpo"}))
+    self-rewarding (trains dpo), judge m: judged data REFUSED by the agreement alarm: kappa 0.2 \
+< 0.7; trained on the checks' data only
+    >>> judged_line({"method": "spin", "train_method": "dpo", "counts": {"pairs": 3}})
+    'spin (trains dpo): pairs 3'
+    """
+    if hasattr(judged, "model_dump"):
+        judged = judged.model_dump(mode="json")
+    if not isinstance(judged, dict) or not judged.get("method"):
+        return ""
+    head = f"{judged['method']} (trains {judged.get('train_method') or '?'})"
+    if judged.get("judge"):
+        head += f", judge {judged['judge']}"
+    if judged.get("allowed") is False:
+        return (f"{head}: judged data REFUSED by the agreement alarm: {judged.get('reason')}; "
+                "trained on the checks' data only")
+    counts = judged.get("counts") or {}
+    shown = ", ".join(f"{k} {v}" for k, v in counts.items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool))
+    return head + (f": {shown}" if shown else "")
 
 
 def _rate(stats: Rate | None) -> str:
@@ -219,6 +277,9 @@ def print_rounds(result: ImproveResult) -> None:
     for r in result.reports:  # what the table has no room for: how hints went, what was dropped
         if r.details():
             console.print(f"round {r.round}: {escape(r.details())}", highlight=False)
+        judged = judged_line(getattr(r, "judged", None))
+        if judged:
+            console.print(f"round {r.round}: {escape(judged)}", highlight=False, soft_wrap=True)
     console.print(f"stopped: {escape(result.stopped)}: {escape(result.reason)}", highlight=False,
                   soft_wrap=True)
     for r in result.reports:

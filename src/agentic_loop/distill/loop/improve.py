@@ -38,6 +38,17 @@ golden tool tasks and their scores decide, and the report adds ``agent``:
 tool-use rate, tool-call validity and model steps per task of the grown data
 and of both agents. Plain tasks in the same pool run as before.
 
+Four more methods rest on a judge, a reference or a vote
+(:mod:`~agentic_loop.distill.loop.methods`): ``self-rewarding`` (the judge,
+``judge`` or the current model, ranks each task's samples into DPO pairs),
+``spin`` (a task's reference answer against the policy's own), ``ttrl``
+(GRPO with the majority vote across each group as the reward) and
+``constitutional`` (written principles as judged features; the judge
+critiques, the policy revises; better revisions train). Judged data trains
+only while the agreement alarm allows it (people's labels in ``review_logs``
+and the round's runs); refused, the round trains on the checks' data, and
+its data stage records the refusal, the judge and the method.
+
 Given ``runs`` (logs already written, e.g. served traffic) instead of a
 pool, the round takes them as its grown data: it samples nothing (no grow,
 no hint; its pool rate is the runs' accepted share), exports them with the

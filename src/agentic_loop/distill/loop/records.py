@@ -46,8 +46,8 @@ from agentic_loop.distill.eval.stats import t_interval, wilson
 from agentic_loop.distill.loop.settings import ImproveSettings
 
 __all__ = ["AgentStats", "DataCounts", "GoldenRate", "GoldenStats", "HintCounts",
-           "ImproveResult", "MeanScore", "PoolRate", "Rate", "Registration", "ImproveRound",
-           "StopCode", "ToolUse", "TrainSummary"]
+           "ImproveResult", "ImproveRound", "JudgedData", "MeanScore", "PoolRate", "Rate",
+           "Registration", "StopCode", "ToolUse", "TrainSummary"]
 
 #: Why an improve run stopped: the round budget, a plateau, a regression (the release
 #: gate said ROLLBACK), a round with nothing to train on, no new task in the logs.
@@ -252,6 +252,41 @@ class DataCounts(BaseModel):
         return describe_drops(self.dropped)
 
 
+class JudgedData(BaseModel):
+    """Which method and judge made a round's data, and what the agreement alarm said.
+
+    Written by the methods resting on a judge (:mod:`~agentic_loop.distill.loop.methods`):
+    ``judge`` is the judge's model id (None: no judge model, as SPIN's references or
+    TTRL's vote), ``allowed`` False when the alarm refused judged data (the round
+    trained on the checks' data, ``reason`` says why), ``counts`` the method's own.
+
+    >>> JudgedData(method="self-rewarding", judge="m", allowed=False,
+    ...            reason="kappa 0.1 < 0.7").describe()
+    'self-rewarding, judge m: judged data refused by the agreement alarm (kappa 0.1 < 0.7)'
+    >>> JudgedData(method="spin", counts={"pairs": 3, "skipped_no_reference": 1}).describe()
+    'spin: pairs 3, skipped_no_reference 1'
+    """
+
+    method: str
+    judge: str | None = None
+    judge_spec: str | None = None
+    judged_reward: str | None = None
+    allowed: bool = True
+    reason: str = ""
+    train_method: str | None = None
+    counts: dict[str, Any] = Field(default_factory=dict)
+    checks_rows: dict[str, int] | None = None
+
+    def describe(self) -> str:
+        """One line for people: the method, its judge, the alarm's refusal or the counts."""
+        head = self.method + (f", judge {self.judge}" if self.judge else "")
+        if not self.allowed:
+            return f"{head}: judged data refused by the agreement alarm ({self.reason})"
+        shown = ", ".join(f"{k} {v}" for k, v in self.counts.items()
+                          if isinstance(v, (int, float)) and not isinstance(v, bool))
+        return head + (f": {shown}" if shown else "")
+
+
 class TrainSummary(BaseModel):
     """Where the candidate went, and how training went."""
 
@@ -297,11 +332,13 @@ class ImproveRound(BaseModel):
     ended: str | None = None
     #: an agent round's tool use (grown data, the gate's agents); None: a plain round
     agent: AgentStats | None = None
+    #: which method and judge made the data, the alarm's answer; None: a checks-only method
+    judged: JudgedData | None = None
 
     @model_serializer(mode="wrap")
     def _recorded(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """A plain round has no ``agent`` in its JSON: its report reads as it always did."""
-        return _without(handler(self), agent=None)
+        """A plain round has no ``agent`` or ``judged`` in its JSON: it reads as it always did."""
+        return _without(handler(self), agent=None, judged=None)
 
     def details(self) -> str:
         """The hint and data counts the rounds table has no room for ("" when none).

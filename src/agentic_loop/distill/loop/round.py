@@ -15,6 +15,13 @@ the agent: grow and hint sample episodes with each task's tools, the gate
 runs both models as agents on the golden tool tasks, and the report adds
 the tool use of the grown data and of both agents (``agent``).
 
+A round whose method rests on a judge (``self-rewarding``, ``spin``,
+``ttrl``, ``constitutional``, or ``grpo`` with a judged reward part) makes
+its data in :mod:`~agentic_loop.distill.loop.methods` (the export first,
+then the method's rows, gated by the agreement alarm), trains with the
+trainer the data stage names (``train_method``), and records which judge
+and method made the data (the data stage's ``judged``).
+
 A round given its runs (:class:`~agentic_loop.distill.loop.pool.GivenRuns`,
 the one-shot ``distill_loop``) records them as its ``grow`` stage and skips
 ``hint``; its other stages are the same code.
@@ -49,6 +56,7 @@ from agentic_loop.distill.loop.grow import (
     outcomes,
     pool_counts,
 )
+from agentic_loop.distill.loop.methods import handles, method_data, train_method
 from agentic_loop.distill.loop.pool import GivenRuns
 from agentic_loop.distill.loop.records import ImproveRound
 from agentic_loop.distill.loop.report import (
@@ -149,7 +157,7 @@ class RoundRunner:
                 **({"agent": agent} if agent is not None else {})}
 
     def _hint(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
-        if (not self.settings.hint_retry or self.settings.method == "grpo"
+        if (not self.settings.hint_retry or train_method(self.settings.method) == "grpo"
                 or self.given is not None):  # given runs: nothing is sampled, so no retry
             return {"skipped": True, "retried": 0, "accepted": 0}
         runs = TrajectoryLog(state.dir / "grown").read()
@@ -170,9 +178,33 @@ class RoundRunner:
 
     def _data(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         s = self.settings
+        if handles(s.method, s.train_options):  # a judge, a reference or a vote makes the data
+            return method_data(self, state, pool)
         if s.method == "grpo" and self.given is None:
             return {"prompts": len(pool), "source": str(state.dir / "pool.jsonl"),
                     "sft_rows": 0, "pairs": 0}
+        result = self.export(state)
+        if result.get("empty"):
+            return result
+        needs = {"sft": result["sft_rows"], "dpo": result["pairs"]}
+        missing = [k for k in ("sft", "dpo") if k in s.method and not needs[k]]
+        if missing:
+            threshold = float(state.data["threshold"])
+            what = " and ".join("SFT rows" if m == "sft" else "DPO pairs" for m in missing)
+            fix = ("lower --min-score or log more runs" if self.given is not None
+                   else "lower --thresholds or raise --samples")
+            return {**result, **self._end(
+                state, f"round {state.number}: no {what} that pass every check and reach the "
+                       f"threshold {threshold:g} for method {s.method}; {fix}")}
+        return result
+
+    def export(self, state: RoundState, *, end_on_empty: bool = True) -> dict[str, Any]:
+        """The round's runs through the one export path (PII gate, curation, the threshold).
+
+        Returns the data stage's counts; an export with nothing in it ends the round
+        (``end_on_empty``), or is returned as ``{"empty": True, "reason": ...}``
+        for a method that makes rows of its own.
+        """
         from agentic_loop.distill.data.errors import EmptyExportError
         from agentic_loop.distill.data.export import export_datasets
 
@@ -186,37 +218,38 @@ class RoundRunner:
         threshold = float(state.data["threshold"])
         self._start(state, f"export (score >= {threshold:g})")
         try:
-            options = {**defaults, **dict(s.export_options)}
+            if not logs:
+                raise EmptyExportError("the round logged no runs")
+            options = {**defaults, **dict(self.settings.export_options)}
             report = export_datasets(logs, state.dir / "data", min_score=threshold / 10,
                                      progress=self.progress, **options)
         except EmptyExportError as exc:
-            return self._end(state, f"round {state.number}: nothing to train on: {exc}")
-        needs = {"sft": report.sft_rows, "dpo": report.pairs}
-        missing = [k for k in ("sft", "dpo") if k in s.method and not needs[k]]
+            reason = f"round {state.number}: nothing to train on: {exc}"
+            if end_on_empty:
+                return self._end(state, reason)
+            return {"empty": True, "reason": reason, "sft_rows": 0, "pairs": 0}
         # dropped: what the training rules kept out (failed checks, guard flags, threshold)
-        result = {"sft_rows": report.sft_rows, "pairs": report.pairs, "dir": str(report.out_dir),
-                  "dropped": report.dropped}
-        if missing:
-            what = " and ".join("SFT rows" if m == "sft" else "DPO pairs" for m in missing)
-            fix = ("lower --min-score or log more runs" if self.given is not None
-                   else "lower --thresholds or raise --samples")
-            return {**result, **self._end(
-                state, f"round {state.number}: no {what} that pass every check and reach the "
-                       f"threshold {threshold:g} for method {s.method}; {fix}")}
-        return result
+        return {"sft_rows": report.sft_rows, "pairs": report.pairs, "dir": str(report.out_dir),
+                "dropped": report.dropped}
 
     def _end(self, state: RoundState, reason: str) -> dict[str, Any]:
         state.data["ended"] = reason
         return {"empty": True, "reason": reason, "sft_rows": 0, "pairs": 0}
 
     def _train(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
-        s = self.settings
-        # GRPO: the pool's prompt set; given runs: the export's (PII-gated) prompt set
-        grpo_pool = s.method == "grpo" and self.given is None
-        source = state.dir / ("pool.jsonl" if grpo_pool else "data")
-        self._start(state, f"train ({s.method})")
-        result = self.backend.train(source, state.dir / "model", method=s.method,
-                                    base=state.data["model"], **s.train_kwargs())
+        s, data = self.settings, state.result("data")
+        method = str(data.get("train_method") or train_method(s.method))
+        # GRPO: the pool's prompt set (TTRL: its short-answer tasks); given runs: the export's
+        # (PII-gated) prompt set
+        grpo_pool = method == "grpo" and self.given is None
+        source = Path(data["source"]) if grpo_pool and data.get("source") else (
+            state.dir / ("pool.jsonl" if grpo_pool else "data"))
+        label = method if method == s.method else f"{s.method}: {method}"
+        self._start(state, f"train ({label})")
+        # a refused alarm sets judged_reward "none": the round's record overrides the options
+        options = {**s.train_kwargs(), **dict(data.get("train_options") or {})}
+        result = self.backend.train(source, state.dir / "model", method=method,
+                                    base=state.data["model"], **options)
         return {"model_dir": str(result.model_dir), "spec": result.spec,
                 "steps": sum(stage.steps for stage in result.stages),
                 "loss": result.card.metrics.get("final_train_loss"), "reused": result.skipped}
@@ -255,8 +288,9 @@ class RoundRunner:
         gate = state.result("gate")
         report = round_report(state, self.settings)
         line = summary_line(report)
+        # the card says which method (and, for judged data, which judge) made the version
         parts = report.model_dump(mode="json", include={"pool", "golden", "data", "hint",
-                                                        "threshold"})
+                                                        "threshold", "method", "judged"})
         improve = {"round": state.number, "work_dir": str(self.work), "summary": line, **parts}
         self._start(state, "register")
         baseline = state.data["model"]
@@ -322,7 +356,11 @@ def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
     hint = result("hint")
     data = result("data")
     train = result("train")
+    # which judge and method made the data (judged methods); read by ImproveRound.judged
+    judged = {"judged": data.get("judged")} if data and "judged" in ImproveRound.model_fields \
+        else {}
     return ImproveRound.model_validate({
+        **judged,
         "round": state.number, "model": state.data.get("model"),
         "from_version": state.data.get("version"), "threshold": state.data.get("threshold"),
         "method": settings.method, "arch": settings.arch, "pool": pool,

@@ -25,20 +25,35 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.train.settings import METHODS
 from agentic_loop.errors import ConfigError
 
-__all__ = ["ImproveSettings"]
+__all__ = ["IMPROVE_METHODS", "JUDGED", "LOOP_METHODS", "ImproveSettings", "read_principles",
+           "train_method"]
 
 #: Settings a resume may change: the stop rules and the round budget.
 _RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency")
 #: Settings added later, left out of the fingerprint at their defaults: a run started before
 #: they existed keeps its fingerprint, so it still resumes.
-_LATER = {"max_steps": 4, "first_tool_call": False}
+_LATER: dict[str, Any] = {"max_steps": 4, "first_tool_call": False, "judge": None,
+                          "principles": None, "min_rank_gap": 2.0, "agreement_threshold": 0.7,
+                          "min_labels": 20, "review_logs": []}
+#: The loop-level methods resting on a judge, a reference or a vote, and the trainer each uses
+#: (:mod:`~agentic_loop.distill.loop.methods` makes their data).
+LOOP_METHODS: dict[str, str] = {"self-rewarding": "dpo", "spin": "dpo", "ttrl": "grpo",
+                                "constitutional": "sft+dpo"}
+#: The methods whose data a judge (or a vote) decides: the agreement alarm gates them.
+JUDGED = frozenset({"self-rewarding", "ttrl", "constitutional"})
+#: The methods a judge model makes data for (``grpo``: its ``judged_reward="rank"`` part).
+_JUDGE_METHODS = ("self-rewarding", "constitutional", "grpo")
+#: Every method ``--method`` takes: the trainers' own, then the loop methods that rest on judges.
+IMPROVE_METHODS: tuple[str, ...] = (*METHODS, *LOOP_METHODS)
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,9 @@ class ImproveSettings:
         temperature_step: ...plus this much per round after the first (negative: cool down).
         thresholds: round ``r`` trains on outputs scoring at least ``thresholds[r - 1]``
             (the last one from then on), on the 0-10 scale; non-decreasing.
-        method: ``sft``, ``dpo``, ``sft+dpo`` or ``grpo`` (on the pool's prompt set).
+        method: ``sft``, ``dpo``, ``sft+dpo`` or ``grpo`` (on the pool's prompt set), or a
+            method resting on a judge: ``self-rewarding``, ``spin``, ``ttrl``,
+            ``constitutional`` (:mod:`~agentic_loop.distill.loop.methods`).
         hint_retry: retry tasks with no passing sample once, with the verifier's hint.
         base: the model to start from before the registry has a current version.
         max_tokens: generation limit of the samples and the gate.
@@ -67,6 +84,14 @@ class ImproveSettings:
         first_tool_call: on tool tasks, force each grown (and hinted) episode's first model
             call to be a tool call; small models seldom open with one by themselves. The gate
             never forces it: it measures what each model does by itself.
+        judge: the judge model's spec for the judged methods (``None``: the round's
+            current model, the policy judging itself).
+        principles: constitutional: a file of principles, one a line (``None``: the defaults).
+        min_rank_gap: self-rewarding: the smallest judge-score gap (0-10) of a pair.
+        agreement_threshold / min_labels: the agreement alarm: judged data trains only
+            while judge-vs-people agreement is at least this, given this many labels.
+        review_logs: logs whose people's labels the alarm checks the judge against
+            (besides the round's own runs).
         train_options / export_options / eval_options: more keywords for ``train``
             (LoRA on by default), ``export_datasets`` and ``evaluate_models``.
     """
@@ -89,6 +114,12 @@ class ImproveSettings:
     max_concurrency: int = 4
     max_steps: int = 4
     first_tool_call: bool = False
+    judge: str | None = None
+    principles: str | None = None
+    min_rank_gap: float = 2.0
+    agreement_threshold: float = 0.7
+    min_labels: int = 20
+    review_logs: tuple[str, ...] = ()
     train_options: Mapping[str, Any] = field(default_factory=dict)
     export_options: Mapping[str, Any] = field(default_factory=dict)
     eval_options: Mapping[str, Any] = field(default_factory=dict)
@@ -96,6 +127,9 @@ class ImproveSettings:
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperatures", tuple(float(t) for t in self.temperatures))
         object.__setattr__(self, "thresholds", tuple(float(t) for t in self.thresholds))
+        logs = self.review_logs  # one log, not a sequence of characters
+        object.__setattr__(self, "review_logs", tuple(
+            str(p) for p in ([logs] if isinstance(logs, (str, os.PathLike)) else logs)))
         checks: list[tuple[bool, str]] = [
             (_count(self.rounds), f"rounds (--rounds) must be at least 1, got {self.rounds!r}"),
             (_count(self.samples),
@@ -118,8 +152,34 @@ class ImproveSettings:
             (all(a <= b for a, b in zip(self.thresholds, self.thresholds[1:], strict=False)),
              "thresholds (--thresholds) must not fall from one round to the next (the bar "
              f"rises), got {self.thresholds}"),
-            (self.method in METHODS,
-             f"method (--method) must be one of {', '.join(METHODS)}, got {self.method!r}"),
+            (self.method in IMPROVE_METHODS,
+             f"method (--method) must be one of {', '.join(IMPROVE_METHODS)}, "
+             f"got {self.method!r}"),
+            (self.judge is None or (isinstance(self.judge, str) and bool(self.judge.strip())),
+             f"judge (--judge) is a chat model spec (local, local:<dir>, openai:<model>, ...), "
+             f"got {self.judge!r}"),
+            (self.judge is None or self.method in _JUDGE_METHODS[:2] or (
+                self.method == "grpo" and self.train_options.get("judged_reward") == "rank"),
+             "judge (--judge) judges the data of self-rewarding, constitutional and grpo with "
+             f"--judged-reward rank; method {self.method!r}"
+             + (f" with judged_reward {self.train_options.get('judged_reward', 'none')!r}"
+                if self.method == "grpo" else "")
+             + " has no judge to give it (drop --judge)"),
+            (self.principles is None or self.method == "constitutional",
+             f"principles (--principles) are the constitutional method's; pass --method "
+             f"constitutional or drop --principles (method is {self.method!r})"),
+            (0 < self.min_rank_gap <= 10,
+             f"min_rank_gap (--min-rank-gap) is a judge-score gap in (0, 10], "
+             f"got {self.min_rank_gap}"),
+            (0 <= self.agreement_threshold <= 1,
+             f"agreement_threshold (--agreement-threshold) is a correlation in [0, 1], "
+             f"got {self.agreement_threshold}"),
+            (_count(self.min_labels),
+             f"min_labels (--min-labels) must be at least 1, got {self.min_labels!r}"),
+            (all(Path(p).expanduser().exists() for p in self.review_logs),
+             "review_logs (--review-logs): "
+             f"{[p for p in self.review_logs if not Path(p).expanduser().exists()]} not found; "
+             "pass the TrajectoryLog folders (or .jsonl files) people labelled"),
             (self.min_gain >= 0, f"min_gain (--min-gain) must be 0 or more, got {self.min_gain}"),
             (0 <= self.pass_score <= 10,
              f"pass_score is a score on the 0-10 scale, got {self.pass_score}"),
@@ -130,6 +190,8 @@ class ImproveSettings:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.principles is not None:  # a bad file is found now, not after a round's sampling
+            read_principles(self.principles)
         from agentic_loop.architectures import architecture_class
 
         architecture_class(self.arch)
@@ -157,7 +219,7 @@ class ImproveSettings:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``improve.json``)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # no deep copy of models
-        for key in ("temperatures", "thresholds"):
+        for key in ("temperatures", "thresholds", "review_logs"):
             data[key] = list(data[key])
         for key in ("train_options", "export_options", "eval_options"):
             data[key] = {k: (v if isinstance(v, (str, int, float, bool, type(None)))
@@ -173,6 +235,46 @@ class ImproveSettings:
                          and not str(v).startswith("<")}
         payload = json.dumps({"settings": data, "source": source}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def train_method(method: str) -> str:
+    """The trainer (``sft``, ``dpo``, ``sft+dpo``, ``grpo``) that ``method`` trains with.
+
+    >>> train_method("self-rewarding"), train_method("ttrl"), train_method("sft")
+    ('dpo', 'grpo', 'sft')
+    """
+    return LOOP_METHODS.get(method, method)
+
+
+def read_principles(path: str | os.PathLike[str]) -> tuple[tuple[str, str], ...]:
+    """A constitution file as ``(name, description)`` pairs: one principle a line, ``name:
+    description`` or just the description (``#`` comments and blank lines skipped).
+
+    Read when the settings are built, so a bad file fails before a round samples.
+    """
+    file = Path(path).expanduser()
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"principles file {file} cannot be read ({exc}); pass a text file "
+                          "with one principle a line (--principles)") from None
+    found: list[tuple[str, str]] = []
+    for line in (raw.strip() for raw in lines):
+        if not line or line.startswith("#"):
+            continue
+        name, sep, text = line.partition(":")
+        if sep and name.strip().isidentifier() and text.strip():
+            found.append((name.strip(), text.strip()))
+        else:
+            found.append((f"principle_{len(found) + 1}", line))
+    if not found:
+        raise ConfigError(f"principles file {file} holds no principle; write one a line, "
+                          "'name: description' or just the description")
+    names = [name for name, _ in found]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"principles file {file} names a principle twice ({names}); "
+                          "give each line its own name")
+    return tuple(found)
 
 
 def _count(value: Any) -> bool:
