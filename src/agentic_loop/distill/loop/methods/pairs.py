@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentic_loop.distill.loop.methods import JUDGED, train_method
 from agentic_loop.distill.loop.methods.common import (
     Judge,
     alarm,
@@ -48,6 +47,7 @@ from agentic_loop.distill.loop.methods.common import (
     read_rows,
     round_runs,
 )
+from agentic_loop.distill.loop.settings import JUDGED, train_method
 from agentic_loop.tasks.spec import TaskSpec
 
 __all__ = ["combined_train_method", "pair_data", "write_rows"]
