@@ -70,6 +70,9 @@ def eval_command(
         "--max-iterations", help="Architecture rounds per task.")] = 2,
     max_tokens: Annotated[int, typer.Option(
         "--max-tokens", help="Longest answer, in tokens.")] = 128,
+    judge: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer needs Optional here
+        "--judge", help="Model spec that judges rubric features Python cannot check, for "
+                        "both sides (default: the baseline).")] = None,
     plot: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
         "--plot", help=f"Where to write the before/after PNG. Default: eval.png in "
                        f"{DATA_DEFAULT}.")] = None,
@@ -95,11 +98,12 @@ def eval_command(
         raise ConfigError(f"--arch must be one of {', '.join(ARCHITECTURES)}, got {arch!r}")
     if max_iterations < 1 or max_tokens < 1:
         raise ConfigError("--max-iterations and --max-tokens must be at least 1")
-    runners = (architecture_runner(arch, max_iterations=max_iterations)
+    runners = (architecture_runner(arch, max_iterations=max_iterations,
+                                   arch_kwargs={"judge": judge} if judge else None)
                if arch is not None else None)
     with third_party_quiet(verbose):
         report = evaluate_models(baseline, candidate, golden, runners=runners,
-                                 max_tokens=max_tokens, kl=kl,
+                                 max_tokens=max_tokens, kl=kl, judge=judge,
                                  plot_path=in_data_dir(plot, "eval.png"))
     _print_report(report)
     if json_out is not None:

@@ -22,7 +22,8 @@ outputs, and a PNG of the before/after score distributions.
 Scoring: a task's rubric of checks needs no model. A rubric with judged
 features (the task rubric, for golden rows that state no constraints) is
 judged by one fixed ``judge`` model for both sides (the baseline by
-default), so neither model grades itself in single-shot mode.
+default), so neither model grades itself, in single-shot mode and inside
+:func:`architecture_runner`'s architectures (unless its ``arch_kwargs`` name a judge).
 
 Example (scripted models; real ones are specs such as ``"local"``):
     >>> from agentic_loop.testing import ScriptedChatModel
@@ -391,6 +392,9 @@ def evaluate_models(
         if runners is not None:
             pair = runners if isinstance(runners, tuple) else (runners(base_llm),
                                                                 runners(cand_llm))
+            for runner in pair:  # one judge for both sides here too: neither grades itself
+                if isinstance(runner, _ArchitectureRunner):
+                    runner.arch_kwargs.setdefault("judge", judge_llm)
             name = _runner_name(runners if not isinstance(runners, tuple) else pair[1])
             ba, ba_err = _in_runner(pair[0], name, golden, bar, "baseline")
             ca, ca_err = _in_runner(pair[1], name, golden, bar, "candidate")
