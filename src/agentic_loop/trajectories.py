@@ -221,6 +221,20 @@ class Trajectory(BaseModel):
         """True when the run finished without errors."""
         return not self.errors
 
+    def output_round(self) -> Round | None:
+        """The round whose draft is the run's output (the last such), else the last round.
+
+        The best draft wins, not the last, so the round that judged the output may be an
+        earlier one (its ``judge``, ``overall_score`` and guards are the output's).
+
+        >>> t = Trajectory(architecture="a", model_id="m", task="t", final_output="b",
+        ...                rounds=[Round(iteration=0, draft="b"), Round(iteration=1, draft="c")])
+        >>> t.output_round().iteration
+        0
+        """
+        matches = [r for r in self.rounds if r.draft == self.final_output]
+        return matches[-1] if matches else (self.rounds[-1] if self.rounds else None)
+
     def storable(self) -> Trajectory:
         """This trajectory, or a copy without the lone surrogates that UTF-8 cannot store.
 
@@ -359,15 +373,18 @@ class TrajectoryLog:
         >>> log = TrajectoryLog(tempfile.mkdtemp())
         >>> log.append(Trajectory(architecture="a", model_id="m", task="t", id="r1"))
         >>> log.record_review(ReviewLabel(trajectory_id="r1", verdict="reject", rating=1))
-        >>> log.read()[0].review.verdict, len(log.reviews())
-        ('reject', 1)
+        >>> log.record_review(ReviewLabel(trajectory_id="r1", comment="also too long"))
+        >>> review = log.read()[0].review      # the latest of each field
+        >>> review.verdict, review.rating, review.comment, len(log.reviews())
+        ('reject', 1, 'also too long', 2)
         """
         if not isinstance(label, ReviewLabel):
             raise ConfigError(f"record_review takes a ReviewLabel, got {type(label).__name__}")
         self._reviews.append(label)
 
     def reviews(self) -> list[ReviewLabel]:
-        """Every stored review label, oldest first (a run labelled twice appears twice)."""
+        """Every stored review label, oldest first (a run labelled twice appears twice);
+        :meth:`read` merges a run's labels field by field, the latest value of each winning."""
         return self._reviews.read_all()
 
     def read(self) -> list[Trajectory]:
@@ -380,7 +397,12 @@ class TrajectoryLog:
                                        for e in self._feedback.read_all()}
         consent = ({e.user_id_hash: e.consent for e in self._consent.read_all()}
                    if self._consent.path.is_file() else {})
-        reviewed = {label.trajectory_id: label for label in self.reviews()}
+        reviewed: dict[str, ReviewLabel] = {}
+        for label in self.reviews():  # field by field: a later comment keeps the verdict
+            old = reviewed.get(label.trajectory_id)
+            reviewed[label.trajectory_id] = label if old is None else label.model_copy(update={
+                k: getattr(old, k) for k in ("verdict", "rating", "comment", "reviewer")
+                if getattr(label, k) is None})
         out = []
         for t in self._log.read_all():
             update: dict[str, Any] = {}

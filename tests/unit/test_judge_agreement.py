@@ -106,6 +106,9 @@ def test_two_judges_in_one_log_only_the_bad_one_breaches(tmp_path: Path):
     allowed, why = judged_rewards_allowed(log.read())
     assert not allowed and "agreement alarm raised" in why and "bad-judge" in why
     assert judged_rewards_allowed(log.read(), judge="good-judge")[0]
+    # a judge people never checked (a new round's model id) is refused while an alarm is up
+    allowed, why = judged_rewards_allowed(log.read(), judge="round-3-model")
+    assert not allowed and "round-3-model" in why and "fewer than 20 labels" in why
 
 
 def test_rows_are_per_registry_version(tmp_path: Path):

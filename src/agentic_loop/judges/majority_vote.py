@@ -99,11 +99,20 @@ def vote_rewards(answers: Sequence[str], *,
                  normalize: Callable[[str], str] | None = None) -> list[float]:
     """TTRL's reward: 1.0 for each answer that agrees with the majority, else 0.0.
 
-    An empty answer never agrees; with no majority (all empty) every reward is 0.0.
+    An empty answer never agrees. With no clear majority (every answer different, a tie
+    at the top, or all empty) every reward is 0.0: the group teaches nothing.
 
     >>> vote_rewards(["yes", "no", "Yes."], normalize=lambda a: a.strip(".").lower())
     [1.0, 0.0, 1.0]
+    >>> vote_rewards(["4", "5", "4", "5"]), vote_rewards(["3", "5", "7"])
+    ([0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     """
     normalized = _normalized(answers, normalize)
+    counts = Counter(a for a in normalized if a)
+    top = max(counts.values(), default=0)
+    if top < 2 or sum(c == top for c in counts.values()) > 1:
+        # no clear majority (all different, or a tie at the top): rewarding whichever came
+        # first would push the policy toward noise, so the group is neutral (all equal)
+        return [0.0] * len(normalized)
     winner = majority_vote(normalized, normalize=lambda a: a).answer
-    return [1.0 if winner is not None and a == winner else 0.0 for a in normalized]
+    return [1.0 if a == winner else 0.0 for a in normalized]

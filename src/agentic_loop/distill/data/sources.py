@@ -139,7 +139,8 @@ def read_runs(paths: Sequence[str | os.PathLike[str]]) -> _Read:
             sources.append(_source(reviews, "reviews", sum(t.review is not None for t in read)))
         for t in read:
             repeated += t.id in runs
-            runs.setdefault(t.id, t)
+            if t.id not in runs or (runs[t.id].review is None and t.review is not None):
+                runs[t.id] = t  # the copy a person labelled wins over an unlabelled one
     if repeated:
         problems.append(f"{repeated} trajectories appeared in more than one input (same id); "
                         "each was read once.")

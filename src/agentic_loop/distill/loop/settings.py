@@ -171,8 +171,8 @@ class ImproveSettings:
             (0 < self.min_rank_gap <= 10,
              f"min_rank_gap (--min-rank-gap) is a judge-score gap in (0, 10], "
              f"got {self.min_rank_gap}"),
-            (0 <= self.agreement_threshold <= 1,
-             f"agreement_threshold (--agreement-threshold) is a correlation in [0, 1], "
+            (-1 <= self.agreement_threshold <= 1,
+             f"agreement_threshold (--agreement-threshold) is a correlation in [-1, 1], "
              f"got {self.agreement_threshold}"),
             (_count(self.min_labels),
              f"min_labels (--min-labels) must be at least 1, got {self.min_labels!r}"),

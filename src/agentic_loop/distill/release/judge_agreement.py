@@ -153,8 +153,9 @@ def _on(version: str | None) -> str:
 
 
 def judge_of(trajectory: Trajectory) -> str | None:
-    """The model that judged the run's last round (None: the checks decided it alone)."""
-    return trajectory.rounds[-1].judge if trajectory.rounds else None
+    """The model that judged the run's output round (None: the checks decided it alone)."""
+    output = trajectory.output_round()
+    return output.judge if output is not None else None
 
 
 def _row(judge: str, version: str | None, runs: Sequence[Trajectory], threshold: float,
@@ -255,7 +256,13 @@ def judged_rewards_allowed(trajectories: Sequence[Trajectory], *, threshold: flo
     """
     report = judge_agreement(trajectories, threshold=threshold, min_labels=min_labels)
     if judge is not None:
-        report = report.model_copy(update={"rows": [r for r in report.rows if r.judge == judge]})
+        own = [r for r in report.rows if r.judge == judge]
+        if report.raised and sum(r.labels for r in own) < min_labels:
+            # fail closed: a judge people have not checked yet (a new round's model id)
+            # is no better known than the one they found disagreeing
+            return False, (f"judge {judge} has fewer than {min_labels} labels of its own and "
+                           f"another judge's alarm is raised: {report.describe()}")
+        report = report.model_copy(update={"rows": own})
     if report.raised:
         return False, f"agreement alarm raised: {report.describe()}"
     return True, report.describe()

@@ -49,7 +49,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.errors import ConfigError
-from agentic_loop.trajectories import Round, Trajectory
+from agentic_loop.trajectories import Trajectory
 
 __all__ = ["EDGE_REASONS", "ReviewPick", "ReviewSample", "edge_reasons", "hash_unit",
            "sample_for_review"]
@@ -99,12 +99,6 @@ def hash_unit(trajectory_id: str, salt: str = "") -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def _final_round(run: Trajectory) -> Round | None:
-    """The round whose draft is the run's output (the last such), else the last round."""
-    matches = [r for r in run.rounds if r.draft == run.final_output]
-    return matches[-1] if matches else (run.rounds[-1] if run.rounds else None)
-
-
 def _judged_names(rubric: Mapping[str, Any] | None) -> set[str]:
     """The features of a saved rubric that a judge model answers (no check, no constraint)."""
     features = (rubric or {}).get("features")
@@ -131,7 +125,7 @@ def edge_reasons(run: Trajectory, *, threshold: float = 8.0, margin: float = 0.5
     reasons = []
     if run.final_score is not None and abs(run.final_score - threshold) <= margin:
         reasons.append("near_threshold")
-    final = _final_round(run)
+    final = Trajectory.output_round(run)
     if final is not None:
         judged = _judged_names(run.rubric) & set(final.features)
         if final.passed and judged and not any(final.features[n] for n in judged):

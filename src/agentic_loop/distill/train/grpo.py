@@ -305,6 +305,15 @@ def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config:
             f"batch_size x gradient_accumulation_steps x processes = {per_step} is not a "
             f"multiple of num_generations ({config.num_generations}); each step scores whole "
             "groups; change --batch-size or --num-generations")
+    local = config.batch_size * config.gradient_accumulation_steps
+    if config.judged_reward != "none" and local % config.num_generations:
+        # TRL scores each process's own completions before gathering them: a judged part
+        # compares a group's members, so each process must hold whole groups
+        raise TrainError(
+            f"--judged-reward {config.judged_reward} ranks or votes within a prompt's whole "
+            f"group on one process, but batch_size x gradient_accumulation_steps = {local} is "
+            f"not a multiple of num_generations ({config.num_generations}); change "
+            "--batch-size or --num-generations")
     prompts, judged = judged_part(prompts, config, model_dir)
     model, tokenizer = load_policy(model_dir, config, device.precision)
     rollouts = tool_rollouts(prompts, config)

@@ -100,6 +100,17 @@ def group_spans(task_index: Sequence[int], size: int) -> list[tuple[int, int]]:
     return spans
 
 
+
+def _episode(raw: str | None) -> Episode | None:
+    """The row's episode, or None when it has none or it does not parse (that completion is
+    then judged by its text: a malformed column never stops training)."""
+    if raw is None:
+        return None
+    try:
+        return Episode.model_validate_json(raw)
+    except ValueError:
+        return None
+
 class JudgedReward:
     """A reward function TRL calls on a batch and logs as ``__name__``: one value per
     completion, decided group by group (see the module doc).
@@ -137,7 +148,7 @@ class JudgedReward:
                  **kwargs: Any) -> list[float | None]:
         """One value per completion (None: not judged, see the module doc)."""
         found = list(episode) if episode is not None else [None] * len(completions)
-        eps = [Episode.model_validate_json(e) if e is not None else None for e in found]
+        eps = [_episode(e) for e in found]
         texts = [e.final if e is not None else completion_text(c).strip()
                  for c, e in zip(completions, eps, strict=True)]
         index = [int(i) for i in task_index]

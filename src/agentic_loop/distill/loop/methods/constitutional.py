@@ -106,12 +106,15 @@ def constitutional_rows(runner: Any, state: Any, groups: Sequence[tuple[TaskSpec
         return rows
     policy = runner.backend.chat(str(state.data["model"]),
                                  s.temperature_for(state.number, 0), s.max_tokens)
-    replies = policy.batch([_revise_chat(a, c.feedback) for _, a, c in todo])
-    revised = gate_texts([str(r.content).strip() for r in replies], gate)
+    replies = policy.batch([_revise_chat(a, c.feedback) for _, a, c in todo],
+                           return_exceptions=True)  # one failed call is counted, not fatal
+    texts = ["" if isinstance(r, BaseException) else str(r.content).strip() for r in replies]
     counts["revised"] = len(todo)
+    counts["revision_failed"] = sum(not t for t in texts)
+    revised = gate_texts(texts, gate)
     kept = [(spec, a, c, text) for (spec, a, c), text in zip(todo, revised, strict=True)
             if text]
-    counts["unsafe"] = len(todo) - len(kept)
+    counts["unsafe"] = len(todo) - counts["revision_failed"] - len(kept)
     second = critic.batch([(spec.task, text) for spec, _, _, text in kept],
                           return_exceptions=True)
     for (spec, answer, before, text), after in zip(kept, second, strict=True):
