@@ -129,12 +129,13 @@ def test_every_training_setting_has_a_train_flag() -> None:
                         max_length=256, lora_r=8, lora_alpha=16, lora_dropout=0.1,
                         lora_target_modules=("q", "v"), gradient_checkpointing=True,
                         save_steps=5, lr_scheduler_type="cosine", warmup_steps=0.1,
-                        validation_split=0.1, report_to="wandb", tool_format="engine")
+                        validation_split=0.1, report_to="wandb", tool_format="engine",
+                        parallel="ddp")
     sft_fields = {"method", "lora", "max_steps", "epochs", "beta", "seed", "learning_rate",
                   "batch_size", "gradient_accumulation_steps", "max_length", "merge_lora",
                   "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
                   "gradient_checkpointing", "save_steps", "lr_scheduler_type", "warmup_steps",
-                  "validation_split", "report_to", "tool_format"}
+                  "validation_split", "report_to", "tool_format", "parallel"}
     assert {f.name for f in fields(TrainSettings)} == sft_fields | set(GRPO_FIELDS)
     grpo = TrainSettings(method="grpo", use_vllm=False, num_generations=2, temperature=0.7,
                          max_completion_length=64, vllm_mode="server", reward_workers=2,

@@ -6,7 +6,9 @@ config names it (``--lr-scheduler-type``, ``--gradient-accumulation-steps``,
 ``--lora-r``, ``--report-to``...): SFT, DPO or SFT then DPO on an export;
 GRPO on a task file, each task's locked rubric as the reward. ``--dry-run``
 prints the trainer's arguments and the (``accelerate launch``) command it
-would run on this machine, and trains nothing.
+would run on this machine, and trains nothing. ``--parallel`` picks how a run
+spreads over GPUs: DDP, FSDP or DeepSpeed ZeRO-3, each a shipped accelerate
+configuration (:mod:`agentic_loop.distill.train.parallel`).
 
 Flags are checked before any model loads; a bad one is a one-line error
 with exit code 2. (``agentic-loop distill --data`` ran this before; it still
@@ -110,6 +112,10 @@ JudgedRewardFlag = Annotated[str, typer.Option(
                             "ranks each group) or vote (majority short answer, TTRL).")]
 JudgedRewardWeightFlag = Annotated[float, typer.Option(
     "--judged-reward-weight", help="grpo: the judged part's weight (the checks' part: 1).")]
+ParallelFlag = Annotated[str, typer.Option(
+    "--parallel", help="How training spreads over GPUs: auto (DDP on 2+ GPUs), ddp, fsdp or "
+                       "zero3 (shard a full fine-tune that does not fit one GPU); --dry-run "
+                       "prints the accelerate launch line.")]
 DryRunFlag = Annotated[bool, typer.Option(
     "--dry-run", help="Print the trainer arguments and launch command; train nothing.")
     ]
@@ -176,6 +182,7 @@ def train_command(
     judge: JudgeFlag = None,
     judged_reward: JudgedRewardFlag = "none",
     judged_reward_weight: JudgedRewardWeightFlag = 1.0,
+    parallel: ParallelFlag = "auto",
     dry_run: DryRunFlag = False,
     verbose: VerboseFlag = False,
 ) -> None:
@@ -208,7 +215,7 @@ def train_command(
         "gradient_accumulation_steps": gradient_accumulation_steps,
         "gradient_checkpointing": gradient_checkpointing, "max_length": max_length,
         "validation_split": validation_split, "report_to": report_to, "save_steps": save_steps,
-        "tool_format": tool_format, "seed": seed, "resume": resume}
+        "tool_format": tool_format, "seed": seed, "resume": resume, "parallel": parallel}
     options.update(grpo_options(method, {
         "num_generations": num_generations, "max_completion_length": max_completion_length,
         "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
@@ -234,7 +241,13 @@ def run_training(data: Path, out: Path, *, method: str, base: str, merge_lora: b
     if dry_run:
         print_dry_run(settings, data, out, base, options.get("resume", True))
         return
-    from agentic_loop.distill.train import train
+    from agentic_loop.distill.train import Device, accelerate_command, train
+    from agentic_loop.distill.train.parallel import check_launch
+
+    device = Device.detect()
+    check_launch(settings.parallel, device, accelerate_command(
+        cli_args(settings, data, out, base, options.get("resume", True)), device,
+        parallel=settings.parallel))
 
     with third_party_quiet(verbose, training=True):
         result = train(data, out, method=method, base=base, merge_lora=merge_lora, **options)
@@ -335,8 +348,14 @@ def print_dry_run(settings: TrainSettings, data: Path, out: Path, base: str,
             highlight=False, soft_wrap=True)
         console.print("GRPOConfig: " + escape(json.dumps(kwargs, default=str)), highlight=False,
                       soft_wrap=True)
-    command = accelerate_command(cli_args(settings, data, out, base, resume), device)
+    args = cli_args(settings, data, out, base, resume)
+    command = accelerate_command(args, device, parallel=settings.parallel)
     console.print("command: " + escape(shlex.join(command)), highlight=False, soft_wrap=True)
+    from agentic_loop.distill.train.parallel import launch_notes
+
+    program = command[command.index(args[0]) - 1]  # the agentic-loop it would launch
+    for line in launch_notes(settings.parallel, device, args, program=program):
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def _judged_line(settings: TrainSettings, base: str) -> list[str]:

@@ -42,6 +42,8 @@ only what :class:`Device` detects, and :func:`grpo_config_kwargs` turns into
   builds the command line (``agentic-loop distill ... --dry-run`` prints it),
   e.g. ``accelerate launch --num_processes 4 --mixed_precision bf16
   $(which agentic-loop) distill --method grpo --data tasks.jsonl --out m``.
+  ``--parallel fsdp`` or ``zero3`` (:mod:`.parallel`) shards the model for
+  full fine-tunes that do not fit one GPU, with a shipped ``--config_file``.
   Each process generates for its share of the prompts; every step scores
   whole groups, so ``batch_size x gradient_accumulation_steps x processes``
   must be a multiple of ``num_generations`` (checked before loading).
@@ -67,7 +69,6 @@ import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ from agentic_loop.distill.train.judged_reward import (
     judged_reward,
     merge_summaries,
 )
+from agentic_loop.distill.train.parallel import Device
 from agentic_loop.distill.train.prompt_set import PromptSet, load_prompt_set
 from agentic_loop.distill.train.rewards import RubricRewards, merge_stats
 from agentic_loop.distill.train.settings import TrainSettings
@@ -106,38 +108,6 @@ TOOL_METRICS = ("tool_use_rate", "tool_call_validity", "turns_per_episode")
 JUDGED_METRICS = ("judge/consistency", "judge/failed_groups", "vote/agreement")
 
 
-@dataclass(frozen=True)
-class Device:
-    """What the trainer runs on: CUDA GPUs (0 = CPU), bf16 support, whether vLLM is installed."""
-
-    gpus: int = 0
-    bf16: bool = False
-    vllm: bool = False
-
-    @classmethod
-    def detect(cls) -> Device:
-        """This machine (visible CUDA devices, ``torch.cuda.is_bf16_supported``, ``vllm``).
-
-        >>> Device.detect().gpus >= 0
-        True
-        """
-        import importlib.util
-
-        import torch
-
-        if not torch.cuda.is_available():
-            return cls()
-        return cls(gpus=torch.cuda.device_count(), bf16=torch.cuda.is_bf16_supported(),
-                   vllm=importlib.util.find_spec("vllm") is not None)
-
-    @property
-    def precision(self) -> str:
-        """``fp32`` on CPU, ``bf16`` on GPUs that support it, else ``fp16``."""
-        if not self.gpus:
-            return "fp32"
-        return "bf16" if self.bf16 else "fp16"
-
-
 def _use_vllm(config: TrainSettings, device: Device) -> bool:
     if config.use_vllm is None:
         return device.gpus > 0 and device.vllm
@@ -165,13 +135,19 @@ def grpo_config_kwargs(config: TrainSettings, device: Device,
 
 
 def accelerate_command(cli_args: Sequence[str], device: Device, *,
-                       program: str | None = None) -> list[str]:
+                       program: str | None = None, parallel: str | None = None) -> list[str]:
     """The command that runs ``agentic-loop <cli_args>`` on every GPU of ``device``.
 
     One GPU or none: the command itself. Several: under ``accelerate launch``,
-    one process per GPU, in the device's mixed precision.
+    one process per GPU, in the device's mixed precision. ``parallel``
+    (``TrainSettings.parallel``) adds the shipped ``--config_file`` of its
+    strategy (:mod:`.parallel`: DDP, FSDP or DeepSpeed ZeRO-3).
     """
     program = program or shutil.which("agentic-loop") or "agentic-loop"
+    if parallel is not None:
+        from agentic_loop.distill.train.parallel import launch_command
+
+        return launch_command(cli_args, device, parallel, program=program)
     if device.gpus <= 1:
         return [program, *cli_args]
     return ["accelerate", "launch", "--num_processes", str(device.gpus), "--mixed_precision",

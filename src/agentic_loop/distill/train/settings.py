@@ -23,7 +23,10 @@ share of the SFT or DPO rows held out and scored as ``eval_loss``) and
 ``report_to`` (``"none"``, ``"tensorboard"``, ``"wandb"``, ...). At their
 defaults they leave the card and the fingerprint as they were, so a run
 started before they existed still resumes; ``report_to`` never enters the
-fingerprint: where the curves go does not change the model.
+fingerprint: where the curves go does not change the model. Nor does
+``parallel`` (``"auto"``, ``"ddp"``, ``"fsdp"``, ``"zero3"``: how the run
+spreads over GPUs, :mod:`agentic_loop.distill.train.parallel`); the card keeps
+it when it is not ``"auto"``.
 
 ``tool_format`` says how tool-calling rows become training text:
 ``"engine"`` (the in-process engine's prompt and call format),
@@ -83,6 +86,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from agentic_loop.distill.train.parallel import parallel_checks
 from agentic_loop.errors import ConfigError
 
 __all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "JUDGED_REWARDS",
@@ -118,7 +122,8 @@ TOOL_FORMATS: tuple[str, ...] = ("auto", "engine", "chat_template")
 _QUIET_DEFAULTS: dict[str, object] = {"lr_scheduler_type": "linear", "warmup_steps": 0.0,
                                       "validation_split": 0.0, "report_to": "none",
                                       "tool_format": "auto", "judge": None,
-                                      "judged_reward": "none", "judged_reward_weight": 1.0}
+                                      "judged_reward": "none", "judged_reward_weight": 1.0,
+                                      "parallel": "auto"}
 
 #: (stage, lora) -> learning rate, used when none is given.
 DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
@@ -190,6 +195,8 @@ class TrainSettings:
     judged_reward: str = "none"
     #: the judged part's weight in the reward (the checks' part weighs 1)
     judged_reward_weight: float = 1.0
+    #: how a run spreads over GPUs: auto (DDP on 2+ GPUs), ddp, fsdp or zero3 (see .parallel)
+    parallel: str = "auto"
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str]] = [
@@ -237,6 +244,8 @@ class TrainSettings:
               "base is the SFT model, which only exists merged; drop --no-merge, or train 'sft' "
               "and 'dpo' separately")),
         ]
+        checks += parallel_checks(self.parallel, merged_lora=self.lora and (
+            self.merge_lora or self.method == "sft+dpo"))
         if self.method == "grpo":
             checks += self._grpo_checks() + self._judge_checks()
         for ok, message in checks:
@@ -372,7 +381,8 @@ class TrainSettings:
 
     def fingerprint(self, data_hash: str, base: str = "") -> str:
         """A short hash of these settings, the data and the base: equal means "same run"."""
-        settings = {k: v for k, v in self.hyperparameters().items() if k != "report_to"}
+        settings = {k: v for k, v in self.hyperparameters().items()
+                    if k not in ("report_to", "parallel")}
         payload = json.dumps({"settings": settings, "data": data_hash, "base": base},
                              sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -265,8 +265,19 @@ def lora_config(config: TrainSettings) -> Any:
 
 def save_model(trainer: Any, tokenizer: Any, out: Path, *, lora: bool, merge: bool,
                state: Any) -> None:
-    """Write the trained model (merged, adapter or full) and its tokenizer to ``out``."""
+    """Write the trained model (merged, adapter or full) and its tokenizer to ``out``.
+
+    Under FSDP or ZeRO-3 (``train --parallel``) each process holds a shard, so every
+    process takes part in the trainer's save, which gathers the full weights.
+    """
     state.wait_for_everyone()
+    if getattr(trainer, "is_fsdp_enabled", False) or getattr(trainer, "is_deepspeed_enabled",
+                                                             False):
+        trainer.save_model(str(out))  # collective: all processes gather the full weights
+        if state.is_main_process:
+            tokenizer.save_pretrained(out)
+        state.wait_for_everyone()
+        return
     if state.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         model = trainer.accelerator.unwrap_model(trainer.model)
