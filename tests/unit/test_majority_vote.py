@@ -26,7 +26,7 @@ def test_short_answer_is_the_normalized_last_number_or_line(text: str, expected:
 
 def test_majority_counts_normalized_answers_and_records_agreement() -> None:
     vote = majority_vote(["I think 12", "12.0", "It is 13.", "Answer: 12"])
-    assert vote == Vote(answer="12", count=3, n=4, agreement=0.75)
+    assert vote == Vote(answer="12", count=3, n=4, agreement=0.75, clear=True)
 
 
 def test_ties_go_to_the_answer_seen_first_whatever_the_order_of_the_rest() -> None:

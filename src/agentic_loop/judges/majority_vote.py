@@ -48,6 +48,8 @@ class Vote(BaseModel):
     count: int
     n: int
     agreement: float
+    #: a majority worth rewarding: the answer was given at least twice and no other as often
+    clear: bool = False
 
 
 def short_answer(text: str) -> str:
@@ -91,8 +93,9 @@ def majority_vote(answers: Sequence[str], *,
         return Vote(answer=None, count=0, n=len(normalized), agreement=0.0)
     # Counter keeps first-insertion order, and max() returns the first maximum: ties go first.
     answer = max(counts, key=lambda a: counts[a])
-    return Vote(answer=answer, count=counts[answer], n=len(normalized),
-                agreement=counts[answer] / len(normalized))
+    top = counts[answer]
+    return Vote(answer=answer, count=top, n=len(normalized), agreement=top / len(normalized),
+                clear=top >= 2 and sum(c == top for c in counts.values()) == 1)
 
 
 def vote_rewards(answers: Sequence[str], *,
@@ -108,11 +111,9 @@ def vote_rewards(answers: Sequence[str], *,
     ([0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     """
     normalized = _normalized(answers, normalize)
-    counts = Counter(a for a in normalized if a)
-    top = max(counts.values(), default=0)
-    if top < 2 or sum(c == top for c in counts.values()) > 1:
+    vote = majority_vote(normalized, normalize=lambda a: a)
+    if not vote.clear:
         # no clear majority (all different, or a tie at the top): rewarding whichever came
         # first would push the policy toward noise, so the group is neutral (all equal)
         return [0.0] * len(normalized)
-    winner = majority_vote(normalized, normalize=lambda a: a).answer
-    return [1.0 if a == winner else 0.0 for a in normalized]
+    return [1.0 if a == vote.answer else 0.0 for a in normalized]
