@@ -6,7 +6,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentic_loop.distill.release.registry import Registry
 from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
+
+
+def tagline_registry(tmp_path: Path) -> Registry:
+    """A registry with v1 then v2 of "tagline" promoted (v2 current, v1 its rollback target)."""
+    reg = Registry(tmp_path / "registry")
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text(f'{{"name": "{folder}"}}')
+        reg.register(tmp_path / folder, name="tagline")
+    reg.promote("v1")
+    reg.promote("v2")
+    return reg
 
 
 def make_run(

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from distill_helpers import tagline_registry
 
 from agentic_loop.distill.release.judge_agreement import (
     cohen_kappa,
@@ -15,7 +16,6 @@ from agentic_loop.distill.release.judge_agreement import (
     judged_rewards_allowed,
     spearman,
 )
-from agentic_loop.distill.release.registry import Registry
 from agentic_loop.errors import ConfigError
 from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
 
@@ -113,13 +113,7 @@ def test_two_judges_in_one_log_only_the_bad_one_breaches(tmp_path: Path):
 
 def test_rows_are_per_registry_version(tmp_path: Path):
     """The same judge agrees on v1's runs and disagrees on v2's: only v2's row breaches."""
-    reg = Registry(tmp_path / "registry")
-    for folder in ("a", "b"):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "config.json").write_text(f'{{"name": "{folder}"}}')
-        reg.register(tmp_path / folder, name="tagline")
-    reg.promote("v1")
-    reg.promote("v2")
+    reg = tagline_registry(tmp_path)
     log = TrajectoryLog(tmp_path / "traj")
     labelled(log, 22, judge="j", agrees=True, model="tagline-v1")
     labelled(log, 22, judge="j", agrees=False, model="tagline-v2")

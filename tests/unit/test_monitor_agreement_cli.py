@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from distill_helpers import tagline_registry
 from typer.testing import CliRunner
 
 from agentic_loop.cli import app
@@ -15,18 +16,6 @@ from agentic_loop.distill.release.registry import Registry
 from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
 
 runner = CliRunner()
-
-
-def registry(tmp_path: Path) -> Registry:
-    """v1 then v2 of "tagline" promoted (v2 current, v1 its rollback target)."""
-    reg = Registry(tmp_path / "registry")
-    for folder in ("a", "b"):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "config.json").write_text(f'{{"name": "{folder}"}}')
-        reg.register(tmp_path / folder, name="tagline")
-    reg.promote("v1")
-    reg.promote("v2")
-    return reg
 
 
 def add_runs(log: TrajectoryLog, model: str, n: int, *, judge: str | None, agrees: bool,
@@ -63,7 +52,7 @@ def agreement_rows(output: str) -> list[list[str]]:
 
 
 def test_a_disagreeing_judge_exits_1_and_only_its_row_breaches(tmp_path: Path):
-    reg = registry(tmp_path)
+    reg = tagline_registry(tmp_path)
     log = TrajectoryLog(tmp_path / "traj")
     add_runs(log, "tagline-v1", 40, judge="good-judge", agrees=True)
     add_runs(log, "tagline-v2", 40, judge="bad-judge", agrees=False)
@@ -82,7 +71,7 @@ def test_a_disagreeing_judge_exits_1_and_only_its_row_breaches(tmp_path: Path):
 
 
 def test_an_agreeing_judge_exits_0(tmp_path: Path):
-    reg = registry(tmp_path)
+    reg = tagline_registry(tmp_path)
     log = TrajectoryLog(tmp_path / "traj")
     add_runs(log, "tagline-v1", 40, judge="good-judge", agrees=True)
     add_runs(log, "tagline-v2", 40, judge="good-judge", agrees=True)
@@ -93,7 +82,7 @@ def test_an_agreeing_judge_exits_0(tmp_path: Path):
 
 
 def test_min_labels_and_threshold_options(tmp_path: Path):
-    reg = registry(tmp_path)
+    reg = tagline_registry(tmp_path)
     log = TrajectoryLog(tmp_path / "traj")
     add_runs(log, "tagline-v1", 40, judge="good-judge", agrees=True)
     add_runs(log, "tagline-v2", 40, judge="bad-judge", agrees=False)
@@ -111,7 +100,7 @@ def test_min_labels_and_threshold_options(tmp_path: Path):
 
 
 def test_no_labels_says_so_and_is_no_error(tmp_path: Path):
-    reg = registry(tmp_path)
+    reg = tagline_registry(tmp_path)
     log = TrajectoryLog(tmp_path / "traj")
     add_runs(log, "tagline-v1", 40, judge="good-judge", agrees=True, label=False)
     add_runs(log, "tagline-v2", 40, judge="bad-judge", agrees=False, label=False)
