@@ -31,11 +31,15 @@ lists). Intervals are Wilson 95% (rates) and Student t (mean score). A round
 whose difference is not significant is reported as such; nothing asserts on
 time. ``--deadline-utc HH:MM`` starts no phase likely to end after it: what
 was measured is written, the rest is marked skipped; a phase that raises is
-recorded as failed and the others go on. On a machine shared with another
+recorded as failed and the others go on. ``--resume OLD.json`` (with the same
+``--keep`` folder and settings) goes on from such a run: its measured rows are
+kept as they are and only the phases it lacks run. On a machine shared with another
 heavy process set ``AGENTIC_LOOP_TORCH_THREADS=1`` (two contending torch
 threads made a smoke run ~10x slower).
 
     python bench/tools_flywheel.py --train-tasks 40 --held-out 200 --rounds 3
+    python bench/tools_flywheel.py --train-tasks 40 --held-out 200 --rounds 3 \\
+        --keep /tmp/tf/work --resume /tmp/tf/tools_flywheel.json   # after a deadline cut it
     python bench/tools_flywheel.py --smoke --train-tasks 6 --samples 2 --out /tmp/tf.json
     # (--smoke alone: 2 train / 4 held-out / 1 round; 6 x 2 samples make SFT data likely)
 
@@ -108,6 +112,29 @@ class Bench:
         self.seconds: dict[str, float] = {}
         self.rounds: list[Any] = []  # each round's ImproveResult
 
+    def resume(self, old: dict[str, Any]) -> None:
+        """Take over what an earlier run with the same settings and work folder measured: its
+        rows, per-task vectors and phase seconds; phases it skipped run again here."""
+        settings = {**asdict(self.o), "tools": [t.name for t in self.tools]}
+        given = old.get("settings") or {}
+        differ = sorted(k for k in settings
+                        if json.dumps(given.get(k)) != json.dumps(settings[k], default=list))
+        if differ:
+            raise SystemExit(f"--resume: the earlier run used other settings ({', '.join(differ)})"
+                             "; give the same flags, or start a new run without --resume")
+        if not (self.work / "registry").is_dir():
+            raise SystemExit(f"--resume: {self.work} holds no registry; give the earlier run's "
+                             "--keep folder")
+        measured = {r["name"] for r in old.get("rows", [])}
+        self.rows = [r for r in old.get("rows", []) if r.get("kind") != "control"]
+        self.per_task = {k: v for k, v in old.get("per_task", {}).items() if k != CONTROL}
+        self.seconds = {k: v for k, v in old.get("seconds", {}).items() if CONTROL not in k}
+        self.header["resumed"] = {"from": old.get("date"), "rows": sorted(measured - {CONTROL})}
+
+    def has(self, name: str) -> bool:
+        """Whether a row called ``name`` is in the report already (measured or not trained)."""
+        return any(r["name"] == name for r in self.rows)
+
     # -- phases ---------------------------------------------------------------------------
 
     def allows(self, name: str, estimate_s: float) -> bool:
@@ -169,9 +196,9 @@ class Bench:
         from agentic_loop.distill.train import train
 
         steps = sum(r.get("train_steps") or 0 for r in self.rows if r.get("kind") == "round")
-        data = next((d for res in self.rounds
-                     if (d := res.work_dir / "round-001" / "data").joinpath("sft.jsonl").is_file()),
-                    None)
+        data = next((d for k in range(1, self.o.rounds + 1)
+                     if (d := self.work / f"improve-{k}" / "round-001" / "data")
+                     .joinpath("sft.jsonl").is_file()), None)
         if data is None or steps < 1:
             self.skipped[CONTROL] = ("skipped: no finished round exported SFT rows to train on"
                                      if data is None else "skipped: the rounds trained no step")
@@ -190,16 +217,23 @@ class Bench:
     def run(self) -> None:
         """Base, the rounds, the control; the report is saved after each phase."""
         o = self.o
-        if not self.allows(BASE, 0.0):  # the deadline has passed: every row needs the base
-            return
-        self.measure(BASE, "local", kind="base", round=0)
-        self.save()
+        if not self.has(BASE):
+            if not self.allows(BASE, 0.0):  # the deadline has passed: every row needs the base
+                return
+            self.measure(BASE, "local", kind="base", round=0)
+            self.save()
         eval_s = self.seconds[f"measure {BASE}"]
-        longest = eval_s  # a round's improve costs about a measured row or more
+        # a round's improve costs about a measured row or more
+        longest = max([eval_s] + [s for k, s in self.seconds.items() if k.startswith("improve")])
         registry = self.work / "registry"
         base = "local"
         for k in range(1, o.rounds + 1):
             name = f"round {k}"
+            if self.has(name):
+                row = next(r for r in self.rows if r["name"] == name)
+                if o.chain == "candidate" and row.get("model"):
+                    registry, base = self.work / f"registry-{k}", row["model"]
+                continue
             if not self.allows(name, longest + eval_s):
                 continue
             if o.chain == "candidate":
@@ -325,6 +359,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (PNG next to it)")
     p.add_argument("--keep", type=Path, default=None,
                    help="keep the work folder (models, rounds) here instead of a temp dir")
+    p.add_argument("--resume", type=Path, default=None,
+                   help="an earlier run's JSON (same settings, its --keep folder given): keep "
+                        "its measured rows and run only the phases it lacks")
     return p
 
 
@@ -358,6 +395,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "note": "A shared machine: compare rows within one run (paired, same tasks)."}
     try:
         run = Bench(o, work, args.out, deadline_of(args.deadline_utc), header)
+        if args.resume is not None:
+            if args.keep is None:
+                raise SystemExit("--resume needs --keep: the earlier run's work folder")
+            run.resume(json.loads(args.resume.read_text()))
         print(f"tools flywheel: {len(run.pool)} train, {len(run.golden)} golden, "
               f"{len(run.held)} held-out tool tasks; methods "
               f"{[o.method(k) for k in range(1, o.rounds + 1)]}, chain {o.chain}", flush=True)
