@@ -102,6 +102,8 @@ class ServingState(BaseModel):
     target: str | None = None  #: the version a restart is bringing up
     failed: str | None = None  #: a version that could not be put live (not retried)
     error: str | None = None  #: why it could not
+    canary: str | None = None  #: the candidate the front sends a share of users to (canary.json)
+    canary_error: str | None = None  #: why canary.json's candidate is not served
     updated_at: str = Field(default_factory=utc_stamp)
 
     @property

@@ -30,6 +30,14 @@ is removed on a clean exit, and after a crash (or with its pid reused by
 another process) the front no longer answers the token, which marks it
 stale (:func:`~agentic_loop.distill.release.live.check_server`).
 
+**Canary at the server.** The watcher also follows ``<registry>/canary.json``
+(:mod:`~agentic_loop.distill.release.canary`, a ``stat`` each poll): a
+candidate adapter on the served base is loaded into the running vLLM under
+``<name>-<version>`` and the front splits requests by user key between it
+and current; a candidate it cannot serve is recorded (``canary_error`` in
+the identity answer and ``serving.json``) and everything goes to current; a
+removed file sends everything back to current and unloads the candidate.
+
 Example (a registry with nothing promoted cannot be served):
     >>> import tempfile
     >>> serve_registered(tempfile.mkdtemp())  # doctest: +ELLIPSIS
@@ -49,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
+from agentic_loop.distill.release.canary import ArmTable, CanaryFollower
 from agentic_loop.distill.release.front import FrontProxy
 from agentic_loop.distill.release.live import (
     SERVING_FILE,
@@ -115,7 +124,11 @@ class RegistryServer:
         self._signature: Signature | None = None
         self._thread: threading.Thread | None = None
         self.token = secrets.token_urlsafe(16)  # serving.json's; the front answers it
-        self._front = FrontProxy(host, self.port, hold_s=timeout, identity=self._identity)
+        self._canary = CanaryFollower(registry, served_name=name,
+                                      lora_url=lambda: self.server.base_url,
+                                      why_not=self._why_not_canary)
+        self._front = FrontProxy(host, self.port, hold_s=timeout, identity=self._identity,
+                                 arms=self._arms)
 
     def __repr__(self) -> str:
         return f"RegistryServer({self.base_url!r}, model={self.model!r}, {self.version})"
@@ -179,6 +192,7 @@ class RegistryServer:
             self._write(state="ready", target=None, **state_for(self._entry))
         self._signature = index_signature(self.registry)
         if self.follow:
+            self._follow_canary()
             self._thread = threading.Thread(target=self._watch, name="registry-follow",
                                             daemon=True)
             self._thread.start()
@@ -208,7 +222,8 @@ class RegistryServer:
         return {"token": self.token, "pid": os.getpid(), "name": self.model,
                 "registry": str(self.registry.root.resolve()),
                 "version": own.version if own is not None else self._entry.version,
-                "state": own.state if own is not None else "starting"}
+                "state": own.state if own is not None else "starting",
+                "canary": self._canary.candidate, "canary_error": self._canary.error}
 
     def _launch(self, entry: ModelVersion) -> VLLMServer:
         """vLLM on ``entry``, ready, on a port of its own behind the front."""
@@ -231,8 +246,45 @@ class RegistryServer:
         state = ServingState(name=self.model, url=self.base_url, port=self.port,
                              pid=os.getpid(), token=self.token, follow=self.follow,
                              max_lora_rank=lora_rank_bucket(self._max_rank())
-                             if mode == "adapter" else None, **fields)
+                             if mode == "adapter" else None, canary=self._canary.candidate,
+                             canary_error=self._canary.error, **fields)
         write_serving(self.registry.root, state)
+
+    # -- the canary at the front ---------------------------------------------
+
+    def _arms(self) -> ArmTable | None:
+        """The front's arm table: never a current other than the version served now."""
+        table = self._canary.table
+        if table.current != self._entry.version:  # the table lags a swap: current only
+            return ArmTable(current=self._entry.version, served_name=self.model)
+        return table
+
+    def _why_not_canary(self, entry: ModelVersion) -> str | None:
+        """Why the running vLLM cannot take ``entry`` as a canary adapter (None: it can)."""
+        state = _read_own(self.registry.root, self.token)
+        if state is None or state.state != "ready":
+            return f"the server is not ready to load {entry.version} (see {SERVING_FILE})"
+        if needs_restart(state, entry):
+            return (f"{entry.version} cannot run beside {state.version} in one vLLM (a canary "
+                    f"at the server needs a LoRA adapter of rank <= {state.max_lora_rank or 16} "
+                    f"on the served base {state.base or state.path}); canary it with "
+                    "agentic_loop's in-process Router instead")
+        return None
+
+    def _follow_canary(self) -> str | None:
+        """Follow ``canary.json`` once (see the module doc); what changed, or None."""
+        if self._restarting:
+            return None
+        message = self._canary.sync(self._entry)
+        if message is not None:
+            log.info("%s", message)
+            with serving_lock(self.registry.root):
+                own = _read_own(self.registry.root, self.token)
+                if own is not None:
+                    write_serving(self.registry.root, ServingState.model_validate(
+                        {**own.model_dump(), "canary": self._canary.candidate,
+                         "canary_error": self._canary.error}))
+        return message
 
     # -- following current --------------------------------------------------
 
@@ -240,8 +292,14 @@ class RegistryServer:
         while not self._stop.wait(self.poll_s):
             try:
                 self.check()
+                self._follow_canary()
             except Exception as exc:  # noqa: BLE001 - the watcher must outlive one bad poll
                 log.warning("following %s failed: %s", self.registry.root, exc)
+
+    def check_canary(self) -> str | None:
+        """Follow ``current`` and then ``canary.json`` once; what the canary did, or None."""
+        self.check()
+        return self._follow_canary()
 
     def check(self) -> str | None:
         """Follow ``current`` once if ``index.json`` changed; what happened, or None."""
@@ -281,6 +339,7 @@ class RegistryServer:
                 if self._stop.is_set():
                     raise
                 return self._stay_on(old, old_server, entry, short_error(exc))
+            self._canary.reset()  # a new vLLM holds no canary adapter
             self._front.route_to(_origin(self._server))
             if old_server.running:  # side by side: the old one goes once its requests are done
                 self._front.drain(_origin(old_server), self.drain_s)
@@ -299,6 +358,7 @@ class RegistryServer:
         log.warning("%s did not start (%s); back on %s", failed.version, error, old.version)
         self._server = old_server
         if not old_server.running:  # a restart in place stopped it: start it again
+            self._canary.reset()
             try:
                 self._server = self._launch(old)
             except AgenticLoopError as again:

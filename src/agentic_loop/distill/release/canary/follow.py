@@ -1,0 +1,150 @@
+"""The serve process's side of a canary: follow ``canary.json`` into the running vLLM.
+
+Why here and not in the front: the front only routes, by the table it is
+handed; which versions it may route to is decided where the registry and the
+vLLM are known. At each poll :meth:`CanaryFollower.sync` stats
+``canary.json`` (read only when it changed, or when the served version
+moved) and, for a candidate that the registry has, that is not current, and
+that the running vLLM can take (an adapter on its base, ``why_not`` says
+otherwise), loads its adapter under
+:func:`~agentic_loop.distill.release.router.served_model_id` and makes the
+table route to it. A candidate it cannot serve is reported in
+:attr:`~CanaryFollower.error` and everything keeps going to current; a
+removed file unloads the candidate. Requests never fail on any of it.
+
+Example (no canary file: everything to current):
+    >>> import tempfile
+    >>> from agentic_loop.distill.release.registry import ModelVersion, Registry
+    >>> v1 = ModelVersion(version="v1", path="/m", name="m", registered_at="")
+    >>> follower = CanaryFollower(Registry(tempfile.mkdtemp()), served_name="agent",
+    ...                           lora_url=lambda: "http://127.0.0.1:9/v1",
+    ...                           why_not=lambda entry: None)
+    >>> follower.sync(v1), follower.table.current, follower.table.candidate
+    (None, 'v1', None)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from agentic_loop.distill.release.canary.state import CanaryState, canary_file, read_canary
+from agentic_loop.distill.release.canary.table import ArmTable
+from agentic_loop.distill.release.registry import ModelVersion, Registry, RegistryError
+from agentic_loop.distill.release.router import served_model_id
+from agentic_loop.distill.release.serve import ServeError, lora_call
+from agentic_loop.errors import StorageError
+
+__all__ = ["CanaryFollower"]
+
+log = logging.getLogger(__name__)
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_ino, st.st_size
+
+
+class CanaryFollower:
+    """Keeps :attr:`table` in step with ``canary.json`` and the version served.
+
+    ``served_name``: the stable name clients send (only those requests are
+    split). ``lora_url``: the running vLLM's ``.../v1`` URL now.
+    ``why_not(entry)``: why the running vLLM cannot take ``entry`` as an
+    adapter (None: it can).
+    """
+
+    def __init__(self, registry: Registry, *, served_name: str, lora_url: Callable[[], str],
+                 why_not: Callable[[ModelVersion], str | None]) -> None:
+        self.registry = registry
+        self.served_name = served_name
+        self._lora_url = lora_url
+        self._why_not = why_not
+        self._signature: tuple[int, int, int] | None = None
+        self._served: str | None = None  # the version the table was made for
+        self._loaded: ModelVersion | None = None  # the candidate adapter in vLLM
+        self.table = ArmTable(current="", served_name=served_name)
+        self.error: str | None = None  #: why the canary file's candidate is not served
+
+    @property
+    def candidate(self) -> str | None:
+        """The candidate the front routes to now (None: no canary running)."""
+        return self.table.candidate
+
+    def reset(self) -> None:
+        """A new vLLM is serving: nothing is loaded in it, so nothing goes to a candidate until
+        the next :meth:`sync` loads it again."""
+        self._loaded, self._served, self._signature = None, None, None
+        self.table = ArmTable(current=self.table.current, served_name=self.served_name)
+
+    def sync(self, served: ModelVersion) -> str | None:
+        """Follow the canary file against ``served`` (the version vLLM serves as current);
+        what changed, or None when nothing did."""
+        signature = _signature(canary_file(self.registry))
+        if signature == self._signature and served.version == self._served:
+            return None
+        self._signature, self._served = signature, served.version
+        before = (self.table.candidate, self.table.fraction, self.table.mode, self.error)
+        try:
+            state = read_canary(self.registry)
+        except StorageError as exc:
+            state, self.error = None, str(exc)
+        else:
+            self.error = None
+        entry = self._candidate(state, served)
+        if entry is None or state is None:
+            self._unload()
+            self.table = ArmTable(current=served.version, served_name=self.served_name)
+        else:
+            self.table = ArmTable.from_state(state, current=served.version,
+                                             candidate_model=served_model_id(entry),
+                                             served_name=self.served_name)
+        after = (self.table.candidate, self.table.fraction, self.table.mode, self.error)
+        if after == before:
+            return None
+        if self.error:
+            return f"canary not served ({self.error}); every request goes to {served.version}"
+        if self.table.candidate is None:
+            return f"no canary: every request goes to {served.version}"
+        return (f"{self.table.mode} of {self.table.candidate} at {self.table.fraction:g} "
+                f"against {served.version}")
+
+    def _candidate(self, state: CanaryState | None, served: ModelVersion) -> ModelVersion | None:
+        """The version to load for ``state`` (loaded when it can be); None sets :attr:`error`."""
+        if state is None or state.candidate == served.version:
+            return None  # no canary, or its candidate was promoted: nothing to split
+        try:
+            entry = self.registry.get(state.candidate)
+        except RegistryError:
+            self.error = (f"{state.candidate} is not a version of {self.registry.root}; write "
+                          "a canary file that names a registered version")
+            return None
+        if self._loaded is not None and self._loaded.version == entry.version:
+            return entry
+        reason = self._why_not(entry)
+        if reason is not None:
+            self.error = reason
+            return None
+        self._unload()
+        try:
+            lora_call(self._lora_url(), "load_lora_adapter",
+                      {"lora_name": served_model_id(entry), "lora_path": entry.path})
+        except ServeError as exc:
+            self.error = f"could not load {entry.version}'s adapter: {exc}"[:400]
+            return None
+        self._loaded = entry
+        return entry
+
+    def _unload(self) -> None:
+        """Take the loaded candidate adapter out of vLLM (a failure is only logged)."""
+        if self._loaded is None:
+            return
+        name, self._loaded = served_model_id(self._loaded), None
+        try:
+            lora_call(self._lora_url(), "unload_lora_adapter", {"lora_name": name})
+        except ServeError as exc:
+            log.warning("could not unload the canary adapter %s: %s", name, exc)

@@ -1,0 +1,146 @@
+"""The serve process follows canary.json: the candidate's adapter goes into the running vLLM,
+the front splits requests by user key, and a removed file sends everything back to current.
+
+Against a real registry and the stand-in vLLM (tests/serve_helpers.py: a real HTTP server in
+a real child process that records every adapter call and answers with the body's model).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from serve_helpers import adapter_dir, lora_calls, model_dir, stand_in_python
+
+from agentic_loop.distill.release import Registry
+from agentic_loop.distill.release.canary import CanaryState, write_canary
+from agentic_loop.distill.release.front import ARMS_PATH, IDENTITY_PATH, VERSION_HEADER
+from agentic_loop.distill.release.router import bucket_of
+from agentic_loop.distill.release.serve_watch import RegistryServer, serve_registered
+
+
+@pytest.fixture()
+def python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STAND_IN_RECORD", str(tmp_path / "record.json"))
+    return stand_in_python(tmp_path / "vllm")
+
+
+def _registry(tmp_path: Path) -> Registry:
+    base = model_dir(tmp_path, "base")
+    reg = Registry(tmp_path / "agent")
+    reg.register(adapter_dir(tmp_path, "a1", base))
+    reg.register(adapter_dir(tmp_path, "a2", base))
+    reg.register(model_dir(tmp_path, "merged"))  # v3: a whole model, not an adapter
+    reg.promote("v1")
+    return reg
+
+
+def _serve(reg: Registry, python: Path) -> RegistryServer:
+    # poll_s: the tests drive the watcher through check_canary(), so no thread races them
+    return serve_registered(reg, python=python, device="cpu", timeout=30, poll_s=3600)
+
+
+def _answers(server: RegistryServer, keys: list[str]) -> dict[str, tuple[str, str]]:
+    """Each key's (version header, answering model) through the front."""
+    out = {}
+    with httpx.Client(timeout=10) as client:
+        for key in keys:
+            answer = client.post(f"{server.base_url}/chat/completions",
+                                 headers={"x-agentic-loop-user": key},
+                                 json={"model": "agent", "messages": [
+                                     {"role": "user", "content": "which model?"}]})
+            assert answer.status_code == 200, answer.text
+            out[key] = (answer.headers[VERSION_HEADER], answer.json()["model"])
+    return out
+
+
+def _identity(server: RegistryServer) -> dict[str, object]:
+    return dict(httpx.get(server.base_url.removesuffix("/v1") + IDENTITY_PATH).json())
+
+
+KEYS = [f"user-{i}" for i in range(16)]
+
+
+def test_a_canary_file_loads_the_candidate_and_splits_requests_by_key(tmp_path: Path,
+                                                                      python: Path) -> None:
+    reg = _registry(tmp_path)
+    state = CanaryState(candidate="v2", fraction=0.5)
+    in_canary = {k for k in KEYS if bucket_of(k, state.salt) < 0.5}
+    assert 0 < len(in_canary) < len(KEYS)
+    with _serve(reg, python) as server:
+        assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
+        write_canary(reg, state)
+        assert server.check_canary() == "canary of v2 at 0.5 against v1"
+        assert lora_calls(tmp_path / "record.json") == [{
+            "endpoint": "/v1/load_lora_adapter", "lora_name": "a2-v2",
+            "lora_path": str(tmp_path / "a2")}]
+        assert "a2-v2" in server.served_models()
+        answers = _answers(server, KEYS)
+        assert answers == {k: ("v2", "a2-v2") if k in in_canary else ("v1", "agent")
+                           for k in KEYS}
+        assert server.check_canary() is None  # the file did not change: nothing to do
+        arms = httpx.get(server.base_url.removesuffix("/v1") + ARMS_PATH).json()
+        assert arms["canary"]["candidate"] == "v2"
+        assert arms["arms"]["v2"]["requests"] == len(in_canary)
+        assert _identity(server)["canary"] == "v2"
+
+        write_canary(reg, None)
+        assert server.check_canary() == "no canary: every request goes to v1"
+        assert lora_calls(tmp_path / "record.json")[-1] == {
+            "endpoint": "/v1/unload_lora_adapter", "lora_name": "a2-v2"}
+        assert "a2-v2" not in server.served_models()
+        assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
+        assert _identity(server)["canary"] is None
+
+
+def test_a_candidate_it_cannot_serve_is_reported_and_current_answers(tmp_path: Path,
+                                                                     python: Path) -> None:
+    reg = _registry(tmp_path)
+    with _serve(reg, python) as server:
+        write_canary(reg, CanaryState(candidate="v3", fraction=1.0))  # a merged model
+        message = server.check_canary()
+        assert message is not None and message.startswith("canary not served (v3 cannot run")
+        identity = _identity(server)
+        assert identity["canary"] is None and "LoRA adapter" in str(identity["canary_error"])
+        assert "LoRA adapter" in json.loads((reg.root / "serving.json").read_text())["canary_error"]
+        assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
+        write_canary(reg, CanaryState(candidate="v9", fraction=1.0))
+        assert "v9 is not a version of" in (server.check_canary() or "")
+        (reg.root / "canary.json").write_text("{not json")
+        assert "is not a canary state" in (server.check_canary() or "")
+        assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
+        assert lora_calls(tmp_path / "record.json") == []  # nothing was loaded
+
+
+def test_promoting_the_candidate_ends_the_split_and_current_follows(tmp_path: Path,
+                                                                   python: Path) -> None:
+    reg = _registry(tmp_path)
+    with _serve(reg, python) as server:
+        write_canary(reg, CanaryState(candidate="v2", fraction=1.0, mode="shadow"))
+        assert server.check_canary() == "shadow of v2 at 1 against v1"
+        assert set(_answers(server, KEYS[:3]).values()) == {("v1", "agent")}  # shadow: current
+        reg.promote("v2")  # the ramp's end: the registry's current is the candidate
+        assert server.check_canary() == "no canary: every request goes to v2"
+        assert set(_answers(server, KEYS[:3]).values()) == {("v2", "agent")}
+        assert [c["endpoint"] for c in lora_calls(tmp_path / "record.json")] == [
+            "/v1/load_lora_adapter", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"]
+        serving = json.loads((reg.root / "serving.json").read_text())
+        assert serving["version"] == "v2"
+
+
+def test_a_canary_file_there_at_start_is_served_and_the_watcher_follows_it(
+        tmp_path: Path, python: Path) -> None:
+    import time
+
+    reg = _registry(tmp_path)
+    write_canary(reg, CanaryState(candidate="v2", fraction=1.0))  # a restart resumes its canary
+    with serve_registered(reg, python=python, device="cpu", timeout=30, poll_s=0.1) as server:
+        assert _identity(server)["canary"] == "v2"
+        assert set(_answers(server, KEYS[:3]).values()) == {("v2", "a2-v2")}
+        write_canary(reg, None)  # the watcher thread alone sees it go
+        deadline = time.monotonic() + 10
+        while _identity(server)["canary"] is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(_answers(server, KEYS[:3]).values()) == {("v1", "agent")}
