@@ -30,69 +30,17 @@ Example:
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from typing import Any, Self
 
 from agentic_loop.distill.flywheel.status import FlywheelStatus
 from agentic_loop.distill.flywheel.status_page import render_status_page
-from agentic_loop.distill.release.serve import ServeError
+from agentic_loop.distill.release.front import ThreadedApp
 
 __all__ = ["PROMETHEUS_TYPE", "StatusServer", "ThreadedApp"]
 
 #: The content type of Prometheus' text exposition format.
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-class ThreadedApp:
-    """An ASGI ``app`` served by uvicorn on ``host:port`` in a daemon thread (port 0: a free one).
-
-    :meth:`start` returns once the socket listens (a :class:`ServeError` when
-    it cannot: the port is taken); :attr:`url` then names the port really
-    bound; :meth:`stop` ends it.
-    """
-
-    def __init__(self, app: Any, host: str, port: int, *, name: str) -> None:
-        self.app, self.host, self.port, self.name = app, host, port, name
-        self.url = f"http://{host}:{port}"
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    def start(self, timeout: float = 10.0) -> Self:
-        """Listen; wait up to ``timeout`` s for the socket."""
-        import uvicorn
-
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, lifespan="on",
-                                log_level="error", access_log=False, timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise ServeError(f"the {self.name} could not listen on {self.host}:{self.port} "
-                                 "(is the port taken?); pass another port, or 0 for a free one")
-            time.sleep(0.01)
-        sockets = [s for server in self._server.servers for s in server.sockets]
-        if sockets:  # port 0: the one the system chose
-            self.port = int(sockets[0].getsockname()[1])
-            self.url = f"http://{self.host}:{self.port}"
-        return self
-
-    def _serve(self) -> None:
-        try:
-            self._server.run()
-        except SystemExit:  # uvicorn exits when it cannot bind: start() reports it
-            pass
-
-    def stop(self) -> None:
-        """Stop listening; requests still running are cut."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
 
 
 class StatusServer:

@@ -122,6 +122,56 @@ def _body_for(table: ArmTable | None, arm: Arm, body: bytes,
     return json.dumps({**parsed, "model": model}).encode()
 
 
+class ThreadedApp:
+    """An ASGI ``app`` served by uvicorn on ``host:port`` in a daemon thread (port 0: a free one).
+
+    :meth:`start` returns once the socket listens (a :class:`ServeError` when
+    it cannot: the port is taken); :attr:`url` then names the port really
+    bound; :meth:`stop` ends it.
+    """
+
+    def __init__(self, app: Any, host: str, port: int, *, name: str) -> None:
+        self.app, self.host, self.port, self.name = app, host, port, name
+        self.url = f"http://{host}:{port}"
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout: float = 10.0) -> Self:
+        """Listen; wait up to ``timeout`` s for the socket."""
+        import uvicorn
+
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, lifespan="on",
+                                log_level="error", access_log=False, timeout_keep_alive=30)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise ServeError(f"the {self.name} could not listen on {self.host}:{self.port} "
+                                 "(is the port taken?); pass another port, or 0 for a free one")
+            time.sleep(0.01)
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        if sockets:  # port 0: the one the system chose
+            self.port = int(sockets[0].getsockname()[1])
+            self.url = f"http://{self.host}:{self.port}"
+        return self
+
+    def _serve(self) -> None:
+        try:
+            self._server.run()
+        except SystemExit:  # uvicorn exits when it cannot bind: start() reports it
+            pass
+
+    def stop(self) -> None:
+        """Stop listening; requests still running are cut."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+
 class FrontProxy:
     """An HTTP proxy on ``host:port`` that forwards every request to the backend set now.
 
@@ -150,8 +200,7 @@ class FrontProxy:
         self._backend: str | None = None
         self._in_flight: Counter[str] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._runner: ThreadedApp | None = None
 
     def __repr__(self) -> str:
         return f"FrontProxy({self.url!r} -> {self._backend!r})"
@@ -165,34 +214,14 @@ class FrontProxy:
 
     def start(self, timeout: float = 10.0) -> Self:
         """Listen on the port; a :class:`ServeError` when it cannot (the port is taken)."""
-        import uvicorn
-
-        config = uvicorn.Config(self._app(), host=self.host, port=self.port, lifespan="on",
-                                log_level="error", access_log=False, timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._serve, name="registry-front", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise ServeError(f"the front could not listen on {self.host}:{self.port} (is "
-                                 "the port taken?); pass another --port, or none for a free one")
-            time.sleep(0.01)
+        self._runner = ThreadedApp(self._app(), self.host, self.port, name="front")
+        self._runner.start(timeout)
         return self
-
-    def _serve(self) -> None:
-        try:
-            self._server.run()
-        except SystemExit:  # uvicorn exits when it cannot bind: start() reports it
-            pass
 
     def stop(self) -> None:
         """Stop listening; requests still running are cut."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+        if self._runner is not None:
+            self._runner.stop()
 
     def __enter__(self) -> Self:
         return self.start()
