@@ -58,8 +58,9 @@ PLACES_FILE = "places.jsonl"
 #: ``export``: a dataset folder; ``log``: a JSONL file of user text; ``store``: a LangGraph
 #: store by connection string (Postgres); ``trajectories``: a trajectory log file outside the
 #: data folder's ``trajectories/``; ``memory``: a memory root (archive, reflections) outside
-#: its ``archive/`` and ``reflections/``.
-PlaceKind = Literal["export", "log", "store", "trajectories", "memory"]
+#: its ``archive/`` and ``reflections/``; ``database``: a Postgres trajectory log by connection
+#: string.
+PlaceKind = Literal["export", "log", "store", "trajectories", "memory", "database"]
 
 #: Where ``forget`` looks without being told, under each data folder, per kind.
 DEFAULT_FOLDERS: dict[str, tuple[str, ...]] = {"trajectories": ("trajectories",),
@@ -89,7 +90,9 @@ def data_root() -> Path:
 
 
 def _location(kind: PlaceKind, path: str | os.PathLike[str]) -> str:
-    return os.fspath(path) if kind == "store" else str(Path(path).expanduser().absolute())
+    if kind in ("store", "database"):  # a connection string, not a path
+        return os.fspath(path)
+    return str(Path(path).expanduser().absolute())
 
 
 def record_place(kind: PlaceKind, path: str | os.PathLike[str], *, what: str,

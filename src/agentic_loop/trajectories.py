@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -57,23 +57,10 @@ from agentic_loop.prompt_format import (  # re-exported: the record's prompt, an
 from agentic_loop.text_places import record_unless_default
 
 __all__ = [
-    "PROMPT_VERSION",
-    "SYSTEM",
-    "Candidate",
-    "ConsentEvent",
-    "DraftPrompt",
-    "FeedbackEvent",
-    "ReviewLabel",
-    "Round",
-    "TokenUsage",
-    "Trajectory",
-    "TrajectoryLog",
-    "TrajectoryPathError",
-    "clean_text",
-    "trajectory_files",
-    "fresh_draft_prompt",
-    "hash_user_id",
-    "rubric_requirements",
+    "PROMPT_VERSION", "SYSTEM", "Candidate", "ConsentEvent", "DraftPrompt", "FeedbackEvent",
+    "ReviewLabel", "Round", "TokenUsage", "Trajectory", "TrajectoryLog", "TrajectoryPathError",
+    "clean_text", "trajectory_files", "fresh_draft_prompt", "hash_user_id", "merge_side_records",
+    "rubric_requirements"
 ]
 
 #: 2: rounds record their prompt (``Round.prompt``) and an output cut (``Round.cut_from``).
@@ -393,27 +380,17 @@ class TrajectoryLog:
 
         Corrupt lines are skipped with a warning naming ``file:line``.
         """
-        latest: dict[str, Feedback] = {e.trajectory_id: e.feedback
-                                       for e in self._feedback.read_all()}
-        consent = ({e.user_id_hash: e.consent for e in self._consent.read_all()}
-                   if self._consent.path.is_file() else {})
-        reviewed: dict[str, ReviewLabel] = {}
-        for label in self.reviews():  # field by field: a later comment keeps the verdict
-            old = reviewed.get(label.trajectory_id)
-            reviewed[label.trajectory_id] = label if old is None else label.model_copy(update={
-                k: getattr(old, k) for k in ("verdict", "rating", "comment", "reviewer")
-                if getattr(label, k) is None})
-        out = []
-        for t in self._log.read_all():
-            update: dict[str, Any] = {}
-            if t.id in latest:
-                update["feedback"] = latest[t.id]
-            if t.id in reviewed:
-                update["review"] = reviewed[t.id]
-            if t.user_id_hash in consent:
-                update["consent"] = consent[t.user_id_hash]
-            out.append(t.model_copy(update=update) if update else t)
-        return out
+        consent = self._consent.read_all() if self._consent.path.is_file() else []
+        feedback = [(e.trajectory_id, e.feedback) for e in self._feedback.read_all()]
+        return merge_side_records(self._log.read_all(), feedback, self.reviews(),
+                                  [(e.user_id_hash, e.consent) for e in consent])
+
+    def read_since(self, watermark: int) -> tuple[list[Trajectory], int]:
+        """The runs after the first ``watermark`` (merged as by :meth:`read`), and the new
+        watermark (the log's length; clamped to it when a ``forget`` rewrite shrank the log:
+        runs logged then within the old watermark are missed, so read it whole after forget)."""
+        runs = self.read()
+        return runs[min(max(int(watermark), 0), len(runs)):], len(runs)
 
     def __iter__(self) -> Iterator[Trajectory]:
         return iter(self.read())
@@ -423,6 +400,36 @@ class TrajectoryLog:
 
     def __repr__(self) -> str:
         return f"TrajectoryLog({str(self.dir)!r})"
+
+
+def merge_side_records(runs: Sequence[Trajectory], feedback: Iterable[tuple[str, Feedback]],
+                       reviews: Iterable[ReviewLabel],
+                       consent: Iterable[tuple[str, bool]]) -> list[Trajectory]:
+    """The runs with the latest feedback, review (field by field) and consent merged in, as
+    every log's ``read`` returns them (file or Postgres); side records come oldest first.
+
+    >>> run = Trajectory(architecture="a", model_id="m", task="t", id="r1", user_id_hash="h")
+    >>> [merged] = merge_side_records(
+    ...     [run], [("r1", "down"), ("r1", "up")],
+    ...     [ReviewLabel(trajectory_id="r1", verdict="reject"),
+    ...      ReviewLabel(trajectory_id="r1", comment="long")], [("h", False)])
+    >>> merged.feedback, merged.review.verdict, merged.review.comment, merged.consent
+    ('up', 'reject', 'long', False)
+    """
+    latest, agreed = dict(feedback), dict(consent)
+    reviewed: dict[str, ReviewLabel] = {}
+    for label in reviews:  # field by field: a later comment keeps the verdict
+        old = reviewed.get(label.trajectory_id)
+        reviewed[label.trajectory_id] = label if old is None else label.model_copy(update={
+            k: getattr(old, k) for k in ("verdict", "rating", "comment", "reviewer")
+            if getattr(label, k) is None})
+
+    def update(t: Trajectory) -> dict[str, Any]:
+        found = {"feedback": latest.get(t.id), "review": reviewed.get(t.id),
+                 "consent": agreed.get(t.user_id_hash) if t.user_id_hash else None}
+        return {k: v for k, v in found.items() if v is not None}
+
+    return [t.model_copy(update=u) if (u := update(t)) else t for t in runs]
 
 
 def trajectory_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:

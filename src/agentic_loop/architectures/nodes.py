@@ -81,6 +81,7 @@ from agentic_loop.models.structured_output import message_text
 from agentic_loop.models.wrappers import model_id_of
 from agentic_loop.prompt_format import DraftPrompt, ExemplarStyle, rubric_requirements
 from agentic_loop.trajectories import Candidate, Round, Trajectory, TrajectoryLog
+from agentic_loop.trajectory_stores import PostgresTrajectoryLog
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "REFINE_MODES", "TASK_CHECK_WEIGHT", "LoopNodes",
            "RefineMode", "UncheckedConstraintsWarning", "active_settings", "judged_round",
@@ -122,7 +123,7 @@ class LoopNodes:
     plateau_patience: int
     min_improvement: float
     refine: RefineMode
-    trajectories: TrajectoryLog | None
+    trajectories: TrajectoryLog | PostgresTrajectoryLog | None
     critique_text: bool
     critic_retries: int
     retry: RetryPolicy

@@ -19,6 +19,7 @@ Examples::
     agentic-loop forget --user alice --dry-run --json     # what would go, as JSON
     agentic-loop forget --user alice --consent-only       # keep runs, never train on them
     agentic-loop forget --user alice --store postgresql://app@db/agents   # and a Postgres store
+    agentic-loop forget --user alice -t postgresql://app@db/agents  # runs logged in Postgres
 
 Example:
     >>> from typer.testing import CliRunner
@@ -61,9 +62,10 @@ def forget_command(
         "--data", help="The data folder: the defaults below are in it, and its places.jsonl "
                        "names where writers put user text. Default: $AGENTIC_LOOP_DATA and "
                        "data.")] = None,
-    trajectories: Annotated[_Paths, typer.Option(
+    trajectories: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
         "--trajectories", "-t",
-        help="TrajectoryLog folder or .jsonl file; repeat. Default: DATA/trajectories.")] = None,
+        help="TrajectoryLog folder or .jsonl file, or the postgresql:// URL of a Postgres "
+             "trajectory log; repeat. Default: DATA/trajectories.")] = None,
     memory: Annotated[_Paths, typer.Option(
         "--memory", help="Archive or Reflexion memory root; repeat. "
                          "Default: DATA/archive, DATA/reflections.")] = None,

@@ -84,9 +84,10 @@ def improve_command(
         "--golden", help="Golden-set JSONL the gate scores on (no task shared with the pool).")],
     tasks: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
         "--tasks", help="Task pool JSONL (as the golden set): what each round samples.")] = None,
-    from_trajectories: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+    from_trajectories: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
         "--from-trajectories",
-        help="Instead of --tasks: logs whose new runs give each round its tasks.")] = None,
+        help="Instead of --tasks: logs (folders, .jsonl files or postgresql:// URLs) whose "
+             "new runs give each round its tasks.")] = None,
     registry: Annotated[Path, typer.Option(
         "--registry", help="Model registry folder.")] = Path("runs/registry"),
     work: Annotated[Path, typer.Option(

@@ -69,18 +69,24 @@ from langgraph.store.base import BaseStore
 from agentic_loop.clock import utc_now, utc_stamp
 from agentic_loop.distill.forget.exports import ExportErasure, erase_rows, export_dirs
 from agentic_loop.distill.forget.files import parse_age
-from agentic_loop.distill.forget.logs import erase_runs, scrub_runs, trajectory_files
+from agentic_loop.distill.forget.logs import RunErasure, erase_runs, scrub_runs, trajectory_files
 from agentic_loop.distill.forget.memories import erase_memory, scrub_entries
 from agentic_loop.distill.forget.models import card_data_dirs, mark_models
 from agentic_loop.distill.forget.recorded import PlaceResult, erase_logs, recorded_places
 from agentic_loop.distill.forget.report import ErasureAudit, ForgetReport
 from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.distill.forget.stores import erase_stores, open_stores, scrub_store_entries
+from agentic_loop.distill.forget.trajectory_db import (
+    erase_databases,
+    split_databases,
+    unique_databases,
+)
 from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import TextEmbedder, read_collections
 from agentic_loop.text_places import data_root
 from agentic_loop.trajectories import TrajectoryLog, hash_user_id
+from agentic_loop.trajectory_stores import PostgresTrajectoryLog, safe_dsn
 
 __all__ = [
     "DEFAULT_AUDIT_LOG",
@@ -177,6 +183,7 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
            exports: Paths, registries: Paths, stores: Stores, audit_log: PathArg | None,
            actor: str | None, embedder: TextEmbedder | None, dry_run: bool) -> ForgetReport:
     roots = _data(data)
+    trajectories, databases = split_databases(trajectories)  # postgresql:// URLs apart
     known_places = recorded_places(roots)  # logs and memories written outside these folders
     traj = _paths(trajectories, [*(r / "trajectories" for r in roots),
                                  *known_places.trajectories], "trajectories")
@@ -188,11 +195,19 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
     recorded = recorded_places([*roots, *dict.fromkeys(f.parent for f in files), *mem_roots,
                                 *regs], skip=files)
     problems: list[PlaceResult] = list(recorded.missing)
+    databases = unique_databases([*databases, *(p.path for p in recorded.databases)])
+    unreached: list[PlaceResult] = []  # trajectory databases out of reach
+
+    def find_runs(*, dry: bool) -> RunErasure:
+        found = erase_runs(traj, selection, dry_run=dry)
+        unreached[:] = erase_databases(databases, selection, found, dry_run=dry)
+        return found
+
     with open_stores([*(stores or []), *(p.path for p in recorded.stores)],
                      problems) as opened:
         # 1. the plan, read-only: everything that can refuse (an embedder) refuses before any
         # erasure
-        runs = erase_runs(traj, selection, dry_run=True)
+        runs = find_runs(dry=True)
         mem = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder,
                            dry_run=True)
         held = erase_stores(opened, selection, run_ids=runs.ids, dry_run=True)
@@ -234,7 +249,7 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
             entries = scrub_entries(mem_roots, mem.erased, runs=shown - planned,
                                     embedder=embedder)
             items = scrub_store_entries(opened, mem.erased, runs=shown - planned)
-            runs = erase_runs(traj, selection)
+            runs = find_runs(dry=False)
             if runs.ids - planned:  # runs of the user logged since the plan: follow them too
                 more = erase_memory(mem_roots, selection, run_ids=runs.ids, embedder=embedder)
                 more_held = erase_stores(opened, selection, run_ids=runs.ids)
@@ -250,11 +265,12 @@ def _erase(selection: Selection, *, data: PathArg | None, trajectories: Paths, m
         store_labels = [s.label for s in opened]
     mem.merge(entries)
     held.merge(items)
-    stores_used = {"trajectories": [str(p) for p in runs.files],
+    stores_used = {"trajectories": [*(str(p) for p in runs.files),
+                                    *(safe_dsn(u) for u in databases)],
                    "memory": [str(p) for p in mem.collections],
                    "exports": [str(p) for p in folders], "registries": [str(p) for p in regs],
                    "logs": [p.path for p in recorded.logs], "stores": store_labels}
-    reached = [*places, *problems]
+    reached = [*places, *problems, *unreached]
     report = ForgetReport.of(selection.kind, dry_run, selection.before, runs, mem, scrubbed,
                              erasures, models, stores=stores_used, places=reached,
                              store_erasure=held)
@@ -300,7 +316,9 @@ def forget_user(user_id: str, *, older_than: timedelta | datetime | str | None =
         older_than: only that user's data older than this (``"90d"``, a timedelta, a datetime).
         data: the data folder (default ``$AGENTIC_LOOP_DATA`` and ``data``): the defaults
             below are in it, and its ``places.jsonl`` names the places writers recorded.
-        trajectories: TrajectoryLog folders or ``.jsonl`` files (default ``<data>/trajectories``).
+        trajectories: TrajectoryLog folders or ``.jsonl`` files (default ``<data>/trajectories``),
+            or ``postgresql://`` URLs of Postgres trajectory logs (their rows go in one
+            transaction per database).
         memory: archive and Reflexion memory roots (default ``<data>/archive``,
             ``<data>/reflections``).
         exports: folders searched for exports (default ``runs``, ``<data>``); the dataset
@@ -351,14 +369,20 @@ def withdraw_consent(user_id: str, *, data: PathArg | None = None, trajectories:
     if not isinstance(user_id, str) or not user_id.strip():
         raise ConfigError(f"user_id={user_id!r}: pass the id the user's runs were made with")
     roots = _data(data)
+    trajectories, databases = split_databases(trajectories)
     files = trajectory_files(_paths(trajectories, [r / "trajectories" for r in roots],
                                     "trajectories"))
     for folder in dict.fromkeys(f.parent for f in files):  # one consent log per folder
         TrajectoryLog(folder).record_consent(user_id, False, salt=salt)
+    for url in dict.fromkeys(databases):
+        with PostgresTrajectoryLog(url) as db:
+            db.record_consent(user_id, False, salt=salt)
     audit = _audit_path(audit_log, roots[0])
-    if audit is not None and files:
+    if audit is not None and (files or databases):
         _audit(audit, ErasureAudit(
             action="withdraw_consent", actor=_actor(actor),
-            subject=subject_digest(hash_user_id(user_id, salt)), counts={"logs": len(files)},
-            stores={"trajectories": [str(f) for f in files]}))
-    return len(files)
+            subject=subject_digest(hash_user_id(user_id, salt)),
+            counts={"logs": len(files) + len(set(databases))},
+            stores={"trajectories": [*(str(f) for f in files),
+                                     *(safe_dsn(u) for u in databases)]}))
+    return len(files) + len(set(databases))

@@ -13,7 +13,8 @@ was given, and then reaches each place:
   shown an erased record in their prompt) the erased texts are replaced
   (:func:`~.references.scrub_copies`); its quarantine file, backups and
   orphan temporaries lose every such line;
-* a ``store`` is handled by :mod:`.stores`;
+* a ``store`` is handled by :mod:`.stores`, a ``database`` (a Postgres trajectory log) by
+  :mod:`.trajectory_db`;
 * a ``trajectories`` log and a ``memory`` root (written outside the data
   folder's own ``trajectories/``, ``archive/`` and ``reflections/``) join the
   trajectory logs and memory roots erased by default.
@@ -94,6 +95,8 @@ class RecordedPlaces:
     trajectories: list[Path] = field(default_factory=list)
     memories: list[Path] = field(default_factory=list)
     stores: list[Place] = field(default_factory=list)
+    #: Postgres trajectory logs, by connection string
+    databases: list[Place] = field(default_factory=list)
     missing: list[PlaceResult] = field(default_factory=list)
 
 
@@ -106,6 +109,8 @@ def recorded_places(folders: Sequence[str | os.PathLike[str]], *,
     for place in read_places(folders):
         if place.kind == "store":
             found.stores.append(place)
+        elif place.kind == "database":
+            found.databases.append(place)
         elif place.kind in ("export", "trajectories", "memory"):
             where = Path(place.path)
             if where.exists() and (place.kind == "trajectories" or where.is_dir()):

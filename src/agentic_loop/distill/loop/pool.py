@@ -59,6 +59,7 @@ from agentic_loop.paths import make_dir
 from agentic_loop.tasks.spec import TaskSpec, load_tasks
 from agentic_loop.text_places import data_root, record_place
 from agentic_loop.trajectories import Trajectory
+from agentic_loop.trajectory_stores import PostgresTrajectoryLog, is_database_url
 
 __all__ = ["GivenRuns", "TrajectoryPool", "check_held_apart", "given_runs", "lock_pool",
            "locked_rubric", "read_pool", "trajectory_pool", "write_pool"]
@@ -140,8 +141,14 @@ def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermar
 
     The loop's own grown runs (``metadata["improve"]``) are not tasks of the
     traffic and are skipped; tasks matching a golden task are dropped (counted).
+    A ``postgresql://`` URL among ``paths`` is a Postgres trajectory log, read whole.
     """
-    runs, _, _ = read_runs(list(paths))
+    files = [p for p in paths if not is_database_url(p)]
+    runs = read_runs(files)[0] if files or not paths else []
+    for url in dict.fromkeys(str(p) for p in paths if is_database_url(p)):
+        seen = {r.id for r in runs}  # the same run in two places counts once
+        with PostgresTrajectoryLog(url) as log:
+            runs += [t for t in log.read() if t.id not in seen]
     new = [t for t in runs if watermark.is_new(t) and "improve" not in t.metadata]
     new.sort(key=lambda t: t.created_at)
     exam = {task_key(g.task) for g in golden}
