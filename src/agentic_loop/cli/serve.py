@@ -12,6 +12,13 @@ records itself in ``<registry>/serving.json`` so ``promote``, ``rollback``
 and ``load_chat_model("registry:<dir>")`` find it. A vLLM that is not
 installed, does not start, or dies is a one-line error with exit code 2.
 
+``--tensor-parallel-size``, ``--pipeline-parallel-size`` and
+``--data-parallel-size`` go to vLLM as they are. ``--replicas N`` starts N
+vLLM servers of the model, each on its own port (on GPUs its own devices),
+behind vLLM's load balancer ``vllm-router`` (``make router``) on ``--port``
+(:mod:`agentic_loop.distill.release.replicas`); an adapter change reaches every
+replica or none, and a replica that fails one or dies is taken out.
+
 Example:
     >>> from typer.testing import CliRunner
     >>> from agentic_loop.cli import app
@@ -32,6 +39,7 @@ from rich.markup import escape
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, err_console
 from agentic_loop.cli.release import DEFAULT_REGISTRY, REGISTRY_HELP, open_registry
+from agentic_loop.errors import ConfigError
 
 __all__ = ["serve_command"]
 
@@ -66,6 +74,21 @@ def serve_command(
     vllm_python: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--vllm-python",
         help="The Python that has vLLM (default: .venv-vllm, found by itself).")] = None,
+    tensor_parallel: Annotated[int, typer.Option(
+        "--tensor-parallel-size", help="GPUs each layer is split over (vLLM's).")] = 1,
+    pipeline_parallel: Annotated[int, typer.Option(
+        "--pipeline-parallel-size", help="Pipeline stages (vLLM's).")] = 1,
+    data_parallel: Annotated[int, typer.Option(
+        "--data-parallel-size", help="Copies of the model inside one vLLM (vLLM's).")] = 1,
+    replicas: Annotated[int, typer.Option(
+        "--replicas", help="vLLM servers of the model behind vllm-router, behind "
+                           "--port.")] = 1,
+    balancer_policy: Annotated[str, typer.Option(
+        "--balancer-policy", help="vllm-router's policy: cache_aware, round_robin, "
+                                  "power_of_two, consistent_hash or random.")] = "cache_aware",
+    vllm_router: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--vllm-router", help="The vllm-router executable (default: .venv-router, found by "
+                              "itself).")] = None,
 ) -> None:
     """Serve the registry's current version through vLLM under one stable name until Ctrl-C.
 
@@ -74,20 +97,35 @@ def serve_command(
         agentic-loop serve --name agent --port 8000
     """
     from agentic_loop.distill.release import ServeError, serve, serve_registered
+    from agentic_loop.distill.release.replicas import serve_replicas
 
+    if replicas < 1:
+        raise ConfigError(f"--replicas {replicas}: serve at least 1 replica")
+    parallel: dict[str, Any] = {"tensor_parallel_size": tensor_parallel,
+                "pipeline_parallel_size": pipeline_parallel,
+                "data_parallel_size": data_parallel}
     previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)  # clean up on `kill` too
     try:
         with err_console.status("starting vLLM (up to 2 minutes on CPU)..."):
-            if model is not None:
-                server: Any = serve(model, name=name, port=port, host=host,
-                                    max_model_len=max_model_len, timeout=timeout,
-                                    python=vllm_python, eager=eager)
+            if model is not None and replicas > 1:
+                server: Any = serve_replicas(
+                    model, replicas=replicas, name=name, port=port, host=host,
+                    policy=balancer_policy, router=vllm_router, max_model_len=max_model_len,
+                    timeout=timeout, python=vllm_python, eager=eager, **parallel)
+            elif model is not None:
+                server = serve(model, name=name, port=port, host=host,
+                               max_model_len=max_model_len, timeout=timeout,
+                               python=vllm_python, eager=eager, **parallel)
             else:
                 server = serve_registered(open_registry(registry), version, name=name,
                                           port=port, host=host, max_model_len=max_model_len,
                                           timeout=timeout, poll_s=poll, python=vllm_python,
-                                          eager=eager, swap=swap)
+                                          eager=eager, swap=swap, **parallel,
+                                          **({"replicas": replicas, "policy": balancer_policy,
+                                              "router": vllm_router} if replicas > 1 else {}))
         what, also = "", ""
+        if replicas > 1:
+            what = f" on {replicas} replicas behind vllm-router"
         if model is None:
             follows = "follows promote and rollback" if server.follow else "fixed"
             what = f" ({server.version}, {follows})"

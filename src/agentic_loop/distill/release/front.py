@@ -187,8 +187,10 @@ class FrontProxy:
     def __init__(self, host: str, port: int, *, hold_s: float = 300.0,
                  identity: Callable[[], dict[str, Any]] | None = None,
                  arms: Callable[[], ArmTable | None] | None = None,
-                 max_shadow: int = 64) -> None:
+                 max_shadow: int = 64,
+                 lora: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.host, self.port, self.hold_s = host, port, hold_s
+        self._lora = lora  # replicas: vLLM's LoRA routes go to every replica, not one
         self._identity = identity
         self._arms = arms
         self.max_shadow = max_shadow
@@ -387,6 +389,16 @@ class FrontProxy:
             self._shadows.add(task)
             task.add_done_callback(self._shadows.discard)
 
+        async def lora_route(request: Request) -> Response:
+            if self._lora is None:
+                return await forward(request)
+            try:
+                payload = json.loads(await request.body() or b"{}")
+                await asyncio.to_thread(self._lora, request.url.path, payload)
+            except Exception as exc:  # noqa: BLE001 - the caller reads it, as vLLM's answer
+                return error(500, str(exc).splitlines()[0][:500] if str(exc) else repr(exc))
+            return JSONResponse({})
+
         async def identity(request: Request) -> Response:
             if self._identity is None:
                 return error(404, f"{self.url} serves no identity (not a registry's server)")
@@ -413,5 +425,7 @@ class FrontProxy:
         return Starlette(routes=[Route(IDENTITY_PATH, identity, methods=["GET"]),
                                  Route(METRICS_PATH, metrics, methods=["GET"]),
                                  Route(ARMS_PATH, arms, methods=["GET"]),
+                                 Route("/v1/load_lora_adapter", lora_route, methods=["POST"]),
+                                 Route("/v1/unload_lora_adapter", lora_route, methods=["POST"]),
                                  Route("/{path:path}", forward, methods=methods)],
                          lifespan=lifespan)

@@ -104,6 +104,7 @@ class ServingState(BaseModel):
     error: str | None = None  #: why it could not
     canary: str | None = None  #: the candidate the front sends a share of users to (canary.json)
     canary_error: str | None = None  #: why canary.json's candidate is not served
+    replicas: str | None = None  #: with replicas: the file saying which serves what (and why not)
     updated_at: str = Field(default_factory=utc_stamp)
 
     @property

@@ -32,6 +32,10 @@ torch: on GPUs that is a Python with the ``vllm`` package; on CPU it is the
   promote and rollback (:mod:`~agentic_loop.distill.release.live`).
 * **Shutdown.** SIGTERM to the server's process group, SIGKILL if it has not
   stopped in time; on ``with`` exit, Ctrl-C, or interpreter exit.
+* **Many devices.** ``tensor_parallel_size``, ``pipeline_parallel_size`` and
+  ``data_parallel_size`` go to vLLM as ``--tensor-parallel-size`` ... (left
+  out at 1, vLLM's default); replicas behind a balancer are
+  :mod:`~agentic_loop.distill.release.replicas`.
 * **Offline.** The server runs with ``HF_HUB_OFFLINE=1``: it never downloads.
 
 Example (the command line, built without starting anything):
@@ -64,7 +68,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from agentic_loop.errors import ReleaseError
+from agentic_loop.errors import ConfigError, ReleaseError
 from agentic_loop.models.model_dirs import adapter_base, is_adapter_dir, resolve_model_dir
 
 __all__ = [
@@ -174,15 +178,30 @@ def vllm_command(python: str, model: str | os.PathLike[str], *, served_name: str
                  host: str = "127.0.0.1", device: str = "cpu", dtype: str | None = None,
                  max_model_len: int = 2048, lora_modules: Mapping[str, str] | None = None,
                  enable_lora: bool = False, max_lora_rank: int | None = None,
-                 eager: bool = False, extra_args: Sequence[str] = ()) -> list[str]:
+                 eager: bool = False, tensor_parallel_size: int = 1,
+                 pipeline_parallel_size: int = 1, data_parallel_size: int = 1,
+                 extra_args: Sequence[str] = ()) -> list[str]:
     """The command line that starts vLLM's OpenAI-compatible server (``eager``: no
-    torch.compile, a faster start and slower decoding)."""
+    torch.compile, a faster start and slower decoding; the parallel sizes: vLLM's own).
+
+    >>> vllm_command("py", "/m", served_name="m", port=1, dtype="auto",
+    ...              tensor_parallel_size=2, data_parallel_size=4)[-4:]
+    ['--tensor-parallel-size', '2', '--data-parallel-size', '4']
+    """
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", os.fspath(model),
            "--served-model-name", served_name, "--host", host, "--port", str(port),
            "--max-model-len", str(max_model_len)]
     cmd += ["--dtype", dtype or (cpu_dtype() if device == "cpu" else "auto")]
     if eager:
         cmd.append("--enforce-eager")
+    for flag, size in (("--tensor-parallel-size", tensor_parallel_size),
+                       ("--pipeline-parallel-size", pipeline_parallel_size),
+                       ("--data-parallel-size", data_parallel_size)):
+        if int(size) < 1:
+            raise ConfigError(f"{flag.strip('-').replace('-', '_')}={size}: a parallel size is "
+                              "a whole number of devices, 1 or more")
+        if size > 1:
+            cmd += [flag, str(size)]
     if lora_modules or enable_lora:
         cmd.append("--enable-lora")
         if lora_modules:
@@ -361,12 +380,13 @@ def serve(model: str | os.PathLike[str], *, name: str | None = None, port: int |
           python: str | os.PathLike[str] | None = None,
           log_path: str | os.PathLike[str] | None = None,
           extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None,
-          wait: bool = True, eager: bool = False) -> VLLMServer:
+          wait: bool = True, eager: bool = False, tensor_parallel_size: int = 1,
+          pipeline_parallel_size: int = 1, data_parallel_size: int = 1) -> VLLMServer:
     """Start vLLM for ``model`` (a model or adapter directory, or ``"local"``) and wait until ready.
 
     ``name`` is the model name clients send (default: the directory's name);
     for an adapter it is the adapter's name, and its base is served too as
-    ``<name>-base``.
+    ``<name>-base``. The parallel sizes go to vLLM (see the module doc).
     """
     model_dir = resolve_model_dir(model).resolve()
     interpreter = find_vllm_python(python)
@@ -383,7 +403,10 @@ def serve(model: str | os.PathLike[str], *, name: str | None = None, port: int |
     command = vllm_command(interpreter, launch_dir, served_name=launch_name, port=port, host=host,
                            device=device, dtype=dtype, max_model_len=max_model_len,
                            lora_modules=lora_modules, enable_lora=enable_lora,
-                           max_lora_rank=max_lora_rank, eager=eager, extra_args=extra_args)
+                           max_lora_rank=max_lora_rank, eager=eager, extra_args=extra_args,
+                           tensor_parallel_size=tensor_parallel_size,
+                           pipeline_parallel_size=pipeline_parallel_size,
+                           data_parallel_size=data_parallel_size)
     child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     if device == "cpu":
         for key, value in cpu_env_defaults().items():

@@ -76,6 +76,7 @@ from agentic_loop.distill.release.live import (
     write_serving,
 )
 from agentic_loop.distill.release.registry import ModelVersion, Registry
+from agentic_loop.distill.release.replicas import REPLICAS_FILE, ReplicaSet
 from agentic_loop.distill.release.serve import (
     ServeError,
     VLLMServer,
@@ -115,6 +116,9 @@ class RegistryServer:
         self.host = host
         self.port = port or free_port(host)
         self.base_url = f"http://{host}:{self.port}/v1"
+        self.replicas = int(serve_kw.pop("replicas", 1))  # >1: N vLLMs behind vllm-router
+        self._replica_kw = {k: serve_kw.pop(k) for k in ("policy", "router", "replica_env",
+                                                         "health_s") if k in serve_kw}
         self._serve_kw = serve_kw
         self._entry = registry.get(version)
         self._server: VLLMServer | None = None
@@ -125,10 +129,11 @@ class RegistryServer:
         self._thread: threading.Thread | None = None
         self.token = secrets.token_urlsafe(16)  # serving.json's; the front answers it
         self._canary = CanaryFollower(registry, served_name=name,
-                                      lora_url=lambda: self.server.base_url,
+                                      lora_url=lambda: (self.base_url if self.replicas > 1
+                                                        else self.server.base_url),
                                       why_not=self._why_not_canary)
         self._front = FrontProxy(host, self.port, hold_s=timeout, identity=self._identity,
-                                 arms=self._arms)
+                                 arms=self._arms, lora=self._lora if self.replicas > 1 else None)
 
     def __repr__(self) -> str:
         return f"RegistryServer({self.base_url!r}, model={self.model!r}, {self.version})"
@@ -225,8 +230,17 @@ class RegistryServer:
                 "state": own.state if own is not None else "starting",
                 "canary": self._canary.candidate, "canary_error": self._canary.error}
 
+    def _lora(self, endpoint: str, payload: dict[str, Any]) -> None:
+        self.server.lora_request(endpoint, payload)  # type: ignore[attr-defined]
+
     def _launch(self, entry: ModelVersion) -> VLLMServer:
-        """vLLM on ``entry``, ready, on a port of its own behind the front."""
+        """vLLM on ``entry``, ready, behind the front (``replicas``: N behind vllm-router)."""
+        if self.replicas > 1:
+            return ReplicaSet(  # type: ignore[return-value]  # quacks as a VLLMServer
+                entry.path, replicas=self.replicas, name=self.model, host=self.host,
+                max_lora_rank=self._max_rank(), timeout=self.timeout,
+                record=self.registry.root / REPLICAS_FILE, **self._replica_kw,
+                **self._serve_kw).start()
         server = serve(entry.path, name=self.model, port=free_port(self.host), host=self.host,
                        max_lora_rank=self._max_rank(), wait=False, **self._serve_kw)
         try:
@@ -247,7 +261,8 @@ class RegistryServer:
                              pid=os.getpid(), token=self.token, follow=self.follow,
                              max_lora_rank=lora_rank_bucket(self._max_rank())
                              if mode == "adapter" else None, canary=self._canary.candidate,
-                             canary_error=self._canary.error, **fields)
+                             canary_error=self._canary.error, replicas=str(self.registry.root /
+                             REPLICAS_FILE) if self.replicas > 1 else None, **fields)
         write_serving(self.registry.root, state)
 
     # -- the canary at the front ---------------------------------------------
