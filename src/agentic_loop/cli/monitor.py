@@ -24,6 +24,28 @@ Example:
     >>> result = CliRunner().invoke(app, ["monitor", "--help"])
     >>> result.exit_code, "--no-rollback" in result.output, "--min-labels" in result.output
     (0, True, True)
+
+``agentic-loop flywheel run|status`` (here beside ``monitor``, whose checks it runs every tick):
+the service that turns the flywheel by itself.
+
+``run`` holds the registry's lease and ticks until stopped (SIGTERM or
+Ctrl-C): new accepted runs past the watermark (``--min-new-runs``, or a
+schedule, ``--every``) start an improve round over them; a candidate its
+gate says PROMOTE of is canaried at the server (``--stages``, each with
+``--min-runs-per-stage`` per arm and at most ``--max-stage-time``) and
+promoted or rolled back by the ramp's tests; the monitor watches the current
+version every tick. One line per action; ``--status-port`` serves the
+status page, ``/status.json`` and ``/metrics``.
+
+``status`` prints where a registry's flywheel stands (its ``state.json``,
+who holds the lease) and the last audit lines, without touching anything.
+
+Example:
+    >>> from typer.testing import CliRunner
+    >>> from agentic_loop.cli import app
+    >>> result = CliRunner().invoke(app, ["flywheel", "status", "--registry", "/no/such/reg"])
+    >>> result.exit_code, "idle" in result.output
+    (0, True)
 """
 
 from __future__ import annotations
@@ -38,6 +60,7 @@ from rich.markup import escape
 from agentic_loop.cli import app
 from agentic_loop.cli.common import DATA_DEFAULT, console, in_data_dir
 from agentic_loop.cli.release import DEFAULT_REGISTRY, REGISTRY_HELP, open_registry
+from agentic_loop.clock import utc_stamp
 from agentic_loop.errors import ConfigError
 from agentic_loop.tables import Col, FitTable, percent
 
@@ -45,7 +68,7 @@ if TYPE_CHECKING:
     from agentic_loop.distill.release.judge_agreement import AgreementReport
     from agentic_loop.distill.release.monitor import MonitorReport
 
-__all__ = ["monitor_command"]
+__all__ = ["flywheel_app", "monitor_command", "run_command", "status_command"]
 
 
 def _num(value: float | None, fmt: str = ".2f") -> str:
@@ -192,3 +215,129 @@ def _print_agreement(agreement: AgreementReport) -> None:
         elif r.status != "agrees":
             console.print(f"{escape(r.judge)} ({r.version or 'no version'}): "
                           f"{escape(r.reason)}", highlight=False, soft_wrap=True)
+
+
+# -- agentic-loop flywheel ------------------------------------------------------------------
+
+flywheel_app = typer.Typer(
+    help="The service that triggers rounds, canaries their candidates, watches and rolls back."
+         "\n\nExample: agentic-loop flywheel run --trajectories runs/traj --golden g.jsonl",
+    no_args_is_help=True)
+app.add_typer(flywheel_app, name="flywheel")
+
+
+def _stages(text: str) -> tuple[float, ...]:
+    """``5,25,50,100`` (percent) or ``0.05,0.25,0.5,1`` (shares) as shares."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"--stages {text!r}: give traffic shares in percent, e.g. "
+                          "5,25,50,100") from None
+    return tuple(v / 100 if max(values, default=0) > 1 else v for v in values)
+
+
+@flywheel_app.command("run")
+def run_command(
+    trajectories: Annotated[list[str], typer.Option(
+        "--trajectories", help="Trajectory log folder, .jsonl file or postgresql:// URL "
+                               "(repeat for more).")],
+    golden: Annotated[Path, typer.Option(
+        "--golden", help="Golden-set JSONL each round's gate scores on.")],
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    tasks: Annotated[Optional[Path], typer.Option(  # noqa: UP045 - typer needs Optional here
+        "--tasks", help="A task pool each round samples (default: the new runs' tasks).")
+    ] = None,
+    work_dir: Annotated[Path, typer.Option(
+        "--work-dir", help="Rounds' work folders and the watermark.")] = Path("runs/flywheel"),
+    min_new_runs: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--min-new-runs", help="Start a round at this many new accepted runs (0: off).")
+    ] = 50,
+    every: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--every", help="Also start a round this long after the last one (e.g. 6h), given "
+                        "a new run.")] = None,
+    tick: Annotated[str, typer.Option("--tick", help="Time between ticks.")] = "30s",
+    stages: Annotated[str, typer.Option(
+        "--stages", help="Canary traffic per stage, in percent.")] = "5,25,50,100",
+    min_runs_per_stage: Annotated[int, typer.Option(
+        "--min-runs-per-stage", help="Runs per arm a stage needs before it can advance.")
+    ] = 200,
+    max_stage_time: Annotated[str, typer.Option(
+        "--max-stage-time", help="A stage without evidence by then rolls back.")] = "1d",
+    samples: Annotated[int, typer.Option("--samples", help="Round: samples per task.")] = 4,
+    method: Annotated[str, typer.Option("--method", help="Round: training method.")] = "sft",
+    train_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--train-steps", help="Round: optimizer steps (default: one epoch).")] = None,
+    min_tasks: Annotated[int, typer.Option(
+        "--min-tasks", help="Round: golden tasks the gate needs before it may say PROMOTE.")
+    ] = 20,
+    status_port: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--status-port", help="Serve the status page, /status.json and /metrics here.")
+    ] = None,
+) -> None:
+    """Run the flywheel service over a registry until stopped (SIGTERM, Ctrl-C).
+
+    Example:
+
+        agentic-loop flywheel run --registry runs/registry --trajectories runs/traj \\
+            --golden golden.jsonl --min-new-runs 50 --every 6h --status-port 8099
+    """
+    from agentic_loop.distill.flywheel.ramp import RampSettings
+    from agentic_loop.distill.flywheel.service import Flywheel
+    from agentic_loop.distill.flywheel.settings import FlywheelSettings, parse_duration
+    from agentic_loop.distill.loop.settings import ImproveSettings
+
+    improve = ImproveSettings(samples=samples, method=method,
+                              train_options={"max_steps": train_steps},
+                              eval_options={"min_tasks": min_tasks})
+    ramp = RampSettings(stages=_stages(stages), min_runs=min_runs_per_stage,
+                        min_breach_runs=min(20, min_runs_per_stage),
+                        max_stage_s=parse_duration(max_stage_time))
+    settings = FlywheelSettings(
+        min_new_runs=min_new_runs or None, every_s=parse_duration(every) if every else None,
+        tick_s=parse_duration(tick), ramp=ramp, improve=improve, status_port=status_port)
+
+    def say(line: str) -> None:
+        console.print(f"{utc_stamp()} {escape(line)}", highlight=False, soft_wrap=True)
+
+    wheel = Flywheel(registry, trajectories, golden, work_dir, settings,
+                     str(tasks) if tasks is not None else None, log=say)
+    say(f"flywheel on {registry} (lease: {registry / 'flywheel.lock'}); stop with SIGTERM")
+    wheel.run()
+    say("stopped")
+
+
+@flywheel_app.command("status")
+def status_command(
+    registry: Annotated[Path, typer.Option("--registry", help=REGISTRY_HELP)] = DEFAULT_REGISTRY,
+    lines: Annotated[int, typer.Option("--lines", help="Audit lines to show.")] = 15,
+) -> None:
+    """Print where the registry's flywheel stands and its last audit lines.
+
+    Example: agentic-loop flywheel status --registry runs/registry --lines 20
+    """
+    from agentic_loop.distill.flywheel.journal import Journal
+    from agentic_loop.distill.flywheel.lease import lease_holder
+
+    journal = Journal(registry)
+    state = journal.load()
+    holder = lease_holder(registry)
+    held = (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}"
+            if holder is not None else "no service holds it")
+    console.print(f"phase: [bold]{state.phase}[/]  candidate: {state.candidate or '-'}  "
+                  f"stage: {'-' if state.stage is None else state.stage}  rounds: "
+                  f"{state.rounds}  lease: {escape(held)}", highlight=False, soft_wrap=True)
+    if state.last_trigger:
+        console.print(f"last trigger: {escape(state.last_trigger)}", highlight=False,
+                      soft_wrap=True)
+    records = journal.tail(lines)
+    if not records:
+        console.print("no audit lines yet", highlight=False)
+        return
+    table = FitTable(f"Last audit lines ({escape(str(journal.audit_path))})",
+                     [Col("at"), Col("action"), Col("version"),
+                      Col("detail", wrap=True, min_width=20)], title_justify="left",
+                     box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for r in records:
+        table.add_row(r.at.isoformat(timespec="seconds"), escape(r.action), r.version or "-",
+                      escape(r.detail))
+    console.print(table)

@@ -136,9 +136,11 @@ def gate_record(entry: Mapping[str, Any], improve: RoundRef | None = None) -> Ga
 
 def register_evaluated(registry: Registry, model_dir: str | os.PathLike[str],
                        summary: Mapping[str, Any], *, baseline: str, notes: str | None = None,
-                       reason: str | None = None,
-                       improve: RoundRef | None = None) -> ModelVersion:
+                       reason: str | None = None, improve: RoundRef | None = None,
+                       promote: bool = True) -> ModelVersion:
     """Append an evaluation to the model's card, register it, promote it when it says PROMOTE.
+
+    ``promote=False`` registers it with the evaluation only (the flywheel canaries it first).
 
     ``summary`` is :meth:`EvalReport.card_entry` (plus what the caller adds),
     appended to the model card as it is; the promote's audit line keeps its
@@ -152,7 +154,7 @@ def register_evaluated(registry: Registry, model_dir: str | os.PathLike[str],
     if version is None:
         add_eval(folder, dict(summary))
         version = registry.register(folder, notes=notes)
-    if summary["decision"] == Decision.PROMOTE.value:
+    if promote and summary["decision"] == Decision.PROMOTE.value:
         registry.promote(version.version, reason=reason or f"gate PROMOTE vs {baseline}",
                          gate=gate_record(summary, improve))
     return version

@@ -298,8 +298,9 @@ class RoundRunner:
             self.registry, state.result("train")["model_dir"],
             {**gate["card_entry"], "improve": improve}, baseline=baseline, notes=line,
             reason=f"{line}; gate PROMOTE vs {baseline}",
-            improve=RoundRef(round=state.number, work_dir=str(self.work), summary=line))
-        promoted = gate["decision"] == Decision.PROMOTE.value
+            improve=RoundRef(round=state.number, work_dir=str(self.work), summary=line),
+            promote=self.settings.promote)
+        promoted = self.settings.promote and gate["decision"] == Decision.PROMOTE.value
         return {"version": version.version, "promoted": promoted,
                 "live": sync_live(self.registry) if promoted else None}
 

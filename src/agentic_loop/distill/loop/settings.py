@@ -43,7 +43,7 @@ _RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency")
 #: they existed keeps its fingerprint, so it still resumes.
 _LATER: dict[str, Any] = {"max_steps": 4, "first_tool_call": False, "judge": None,
                           "principles": None, "min_rank_gap": 2.0, "agreement_threshold": 0.7,
-                          "min_labels": 20, "review_logs": []}
+                          "min_labels": 20, "review_logs": [], "promote": True}
 #: The loop-level methods resting on a judge, a reference or a vote, and the trainer each uses
 #: (:mod:`~agentic_loop.distill.loop.methods` makes their data).
 LOOP_METHODS: dict[str, str] = {"self-rewarding": "dpo", "spin": "dpo", "ttrl": "grpo",
@@ -92,6 +92,8 @@ class ImproveSettings:
             while judge-vs-people agreement is at least this, given this many labels.
         review_logs: logs whose people's labels the alarm checks the judge against
             (besides the round's own runs).
+        promote: promote a candidate the gate says PROMOTE of (False: register it with the
+            gate's verdict in its card and audit, but leave ``current``: the flywheel canaries it).
         train_options / export_options / eval_options: more keywords for ``train``
             (LoRA on by default), ``export_datasets`` and ``evaluate_models``.
     """
@@ -120,6 +122,7 @@ class ImproveSettings:
     agreement_threshold: float = 0.7
     min_labels: int = 20
     review_logs: tuple[str, ...] = ()
+    promote: bool = True
     train_options: Mapping[str, Any] = field(default_factory=dict)
     export_options: Mapping[str, Any] = field(default_factory=dict)
     eval_options: Mapping[str, Any] = field(default_factory=dict)
