@@ -66,9 +66,9 @@ from agentic_loop.distill.flywheel.status import FlywheelStatus
 from agentic_loop.distill.flywheel.trigger import (
     check_trigger,
     existing_sources,
-    new_runs,
     read_sources,
 )
+from agentic_loop.distill.loop.pool import new_pool_runs
 from agentic_loop.distill.loop.state import Watermark
 from agentic_loop.distill.release.canary.state import CanaryState, read_canary, write_canary
 from agentic_loop.distill.release.monitor import MonitorReport, monitor
@@ -268,7 +268,7 @@ class Flywheel:
         self._tick_runs = None  # read again: runs logged while the round trained
         taken = Watermark.load(work / WATERMARK_FILE)
         if self.tasks is not None or getattr(result, "stopped", None) == "no_new_tasks":
-            taken = taken.after(new_runs(self._runs(), taken))  # read, though nothing was taken
+            taken = taken.after(new_pool_runs(self._runs(), taken))  # read: nothing taken
         taken.save(self.work_dir / WATERMARK_FILE)
         report = result.reports[-1] if getattr(result, "reports", None) else None
         version = result.versions[-1] if getattr(result, "versions", None) else None

@@ -40,11 +40,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agentic_loop.distill.loop.pool import new_pool_runs, read_pool_runs
 from agentic_loop.distill.loop.state import Watermark
 from agentic_loop.trajectories import Trajectory
-from agentic_loop.trajectory_stores import PostgresTrajectoryLog, is_database_url
+from agentic_loop.trajectory_stores import is_database_url
 
-__all__ = ["TriggerCheck", "check_trigger", "existing_sources", "new_runs", "read_sources"]
+__all__ = ["TriggerCheck", "check_trigger", "existing_sources", "read_sources"]
 
 
 def existing_sources(sources: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
@@ -53,26 +54,9 @@ def existing_sources(sources: Sequence[str | os.PathLike[str]]) -> list[str | os
 
 
 def read_sources(sources: Sequence[str | os.PathLike[str]]) -> list[Trajectory]:
-    """Every run in ``sources`` (each id once), read as the improve pool reads them
-    (:func:`~agentic_loop.distill.loop.pool.trajectory_pool`)."""
-    runs: dict[str, Trajectory] = {}
-    for source in existing_sources(sources):
-        if is_database_url(source):
-            with PostgresTrajectoryLog(str(source)) as log:
-                found: list[Trajectory] = log.read()
-        else:
-            from agentic_loop.distill.data.sources import read_runs
-
-            found = read_runs([source])[0]
-        for run in found:
-            runs.setdefault(run.id, run)
-    return list(runs.values())
-
-
-def new_runs(runs: Iterable[Trajectory], watermark: Watermark) -> list[Trajectory]:
-    """The traffic runs past ``watermark`` (as the pool takes them), oldest first."""
-    out = [t for t in runs if watermark.is_new(t) and "improve" not in t.metadata]
-    return sorted(out, key=lambda t: t.created_at)
+    """Every run in the ``sources`` that exist now (none yet: no run), as the pool reads them."""
+    existing = existing_sources(sources)
+    return read_pool_runs(existing) if existing else []
 
 
 @dataclass(frozen=True)
@@ -90,7 +74,7 @@ def check_trigger(runs: Iterable[Trajectory], watermark: Watermark, *,
                   min_new_runs: int | None, every_s: float | None,
                   last_round_at: datetime | None, now: datetime) -> TriggerCheck:
     """Whether a round should start now (see the module doc)."""
-    fresh = new_runs(runs, watermark)
+    fresh = new_pool_runs(runs, watermark)
     accepted = sum(1 for t in fresh if t.accepted)
     if min_new_runs is not None and accepted >= min_new_runs:
         return TriggerCheck(True, accepted, f"{accepted} new accepted runs (>= {min_new_runs})",

@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,26 @@ class TrajectoryPool:
         self.golden_dropped = golden_dropped
 
 
+def read_pool_runs(paths: Sequence[str | os.PathLike[str]]) -> list[Trajectory]:
+    """Every run in ``paths`` (log folders, ``.jsonl`` files, ``postgresql://`` URLs, each read
+    whole), a run found in two places once: what a trajectory-fed pool (and the flywheel's
+    trigger) reads."""
+    files = [p for p in paths if not is_database_url(p)]
+    runs = read_runs(files)[0] if files or not paths else []
+    for url in dict.fromkeys(str(p) for p in paths if is_database_url(p)):
+        seen = {r.id for r in runs}
+        with PostgresTrajectoryLog(url) as log:
+            runs += [t for t in log.read() if t.id not in seen]
+    return runs
+
+
+def new_pool_runs(runs: Iterable[Trajectory], watermark: Watermark) -> list[Trajectory]:
+    """The traffic runs past ``watermark``, oldest first (the loop's own grown runs,
+    ``metadata["improve"]``, are not traffic)."""
+    return sorted((t for t in runs if watermark.is_new(t) and "improve" not in t.metadata),
+                  key=lambda t: t.created_at)
+
+
 def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermark,
                     golden: Sequence[TaskSpec]) -> TrajectoryPool:
     """The distinct tasks of new trajectories (past ``watermark``) in ``paths``, locked.
@@ -143,14 +163,7 @@ def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermar
     traffic and are skipped; tasks matching a golden task are dropped (counted).
     A ``postgresql://`` URL among ``paths`` is a Postgres trajectory log, read whole.
     """
-    files = [p for p in paths if not is_database_url(p)]
-    runs = read_runs(files)[0] if files or not paths else []
-    for url in dict.fromkeys(str(p) for p in paths if is_database_url(p)):
-        seen = {r.id for r in runs}  # the same run in two places counts once
-        with PostgresTrajectoryLog(url) as log:
-            runs += [t for t in log.read() if t.id not in seen]
-    new = [t for t in runs if watermark.is_new(t) and "improve" not in t.metadata]
-    new.sort(key=lambda t: t.created_at)
+    new = new_pool_runs(read_pool_runs(paths), watermark)
     exam = {task_key(g.task) for g in golden}
     specs: list[TaskSpec] = []
     dropped = 0
