@@ -18,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentic_loop.distill.flywheel.journal import FlywheelState, Journal
+from agentic_loop.distill.flywheel.lease import lease_holder
 from agentic_loop.distill.flywheel.ramp import RampSettings
 from agentic_loop.distill.flywheel.service import Flywheel
 from agentic_loop.distill.flywheel.settings import FlywheelSettings
@@ -36,10 +38,16 @@ from agentic_loop.distill.loop.records import (
     Registration,
 )
 from agentic_loop.distill.loop.state import Watermark
-from agentic_loop.distill.release.canary.state import CanaryState, read_canary, write_canary
+from agentic_loop.distill.release.canary.state import (
+    CanaryState,
+    canary_file,
+    read_canary,
+    write_canary,
+)
 from agentic_loop.distill.release.monitor import MonitorSettings
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
+from agentic_loop.errors import StorageError
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
 RAMP = RampSettings(min_runs=40, min_breach_runs=20, pass_margin=0.2, error_margin=0.2,
@@ -553,3 +561,129 @@ def test_the_status_command_prints_the_state_and_the_audit(world: dict[str, Any]
     assert "phase: canary" in held.output and "candidate: v2" in held.output
     assert f"pid {os.getpid()}" in held.output and "no service holds it" in free.output
     assert "canary start" in held.output and "round end" in held.output
+
+
+# -- a canary never runs forever: each thing that made every tick fail (review of issue 35) --
+
+
+def _canary_started(world: dict[str, Any], wheel: Flywheel) -> None:
+    _plant(world, "v1", 5)
+    assert wheel.tick() == "canary" and read_canary(world["reg"]) is not None
+
+
+def test_an_unreadable_canary_file_ends_the_canary(world: dict[str, Any]) -> None:
+    with _wheel(world, PreparedRound(world["tmp"])) as wheel:
+        _canary_started(world, wheel)
+        canary_file(world["reg"]).write_text("{half a canary")
+        assert wheel.tick() == "canary lost"
+        assert wheel.tick() == "idle"
+    assert not canary_file(world["reg"]).exists() and Journal(world["reg"].root).load().phase == (
+        "idle")
+    lost = Journal(world["reg"].root).tail(1)[0]
+    assert lost.action == "canary lost" and "unreadable" in lost.detail, lost
+    assert _current(world["reg"]) == "v1"
+
+
+def test_runs_with_bad_latencies_are_left_out_of_the_stage(world: dict[str, Any]) -> None:
+    with _wheel(world, PreparedRound(world["tmp"])) as wheel:
+        _canary_started(world, wheel)
+        _plant(world, "v2", 3)
+        log = TrajectoryLog(world["traj"])
+        for bad in (-1.0, float("nan"), float("inf")):
+            log.append(Trajectory(architecture="a", model_id="v2", task=f"clock {bad}",
+                                  accepted=True, latency_s=bad))
+        assert wheel.tick() == "wait"
+        _, cand, _ = wheel.view.arms or (None, None, "")
+    assert cand is not None and len(cand.passed) == 6 and len(cand.latencies_s) == 3
+
+
+def test_a_canary_at_a_stage_the_ramp_no_longer_has_is_ended_at_start(
+        world: dict[str, Any]) -> None:
+    reg = world["reg"]
+    with _wheel(world, PreparedRound(world["tmp"])) as wheel:
+        _canary_started(world, wheel)
+        canary = read_canary(reg)
+        assert canary is not None
+        write_canary(reg, canary.model_copy(update={"stage": 3, "fraction": 1.0}))
+        Journal(reg.root).save(wheel.state.model_copy(update={"stage": 3}))
+    short = RampSettings(stages=(0.5, 1.0), min_runs=40, min_breach_runs=20)
+    with _wheel(world, ramp=short) as wheel:  # restarted with --stages 0.5,1
+        assert wheel.state.phase == "idle" and read_canary(reg) is None
+        assert wheel.tick() == "idle"
+    recover = Journal(reg.root).tail(1)[0]
+    assert recover.action == "recover" and "stage 3 is not one of the ramp's 2 stages" in (
+        recover.detail)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_a_stage_past_its_deadline_rolls_back_even_when_its_evidence_fails(
+        world: dict[str, Any]) -> None:
+    clock, broken = _Clock(), world["tmp"] / "second-log"
+    settings = FlywheelSettings(min_new_runs=5, ramp=RAMP.model_copy(update={"max_stage_s": 60}))
+    with Flywheel(world["reg"], [world["traj"], broken], world["golden"], world["work"],
+                  settings, round_runner=PreparedRound(world["tmp"]), clock=clock) as wheel:
+        _canary_started(world, wheel)
+        (broken / "trajectories.jsonl").mkdir(parents=True)  # a log that cannot be read
+        clock.now += timedelta(seconds=30)
+        with pytest.raises(Exception, match="trajectories.jsonl"):  # in time: the tick fails
+            wheel.tick()
+        assert read_canary(world["reg"]) is not None and wheel.state.phase == "canary"
+        clock.now += timedelta(seconds=31)
+        assert wheel.tick() == "rollback"
+        assert read_canary(world["reg"]) is None and wheel.state.phase == "idle"
+    rollback = Journal(world["reg"].root).tail(1)[0]
+    assert rollback.action == "rollback" and "could not be gathered" in rollback.detail
+    assert "61s of at most 60s" in rollback.detail and _current(world["reg"]) == "v1"
+
+
+def test_a_canary_whose_current_moved_ends_and_never_promotes(world: dict[str, Any]) -> None:
+    reg = world["reg"]
+    with _wheel(world, PreparedRound(world["tmp"])) as wheel:
+        _canary_started(world, wheel)
+        assert wheel.state.baseline == "v1"
+        Journal(reg.root).save(wheel.state.model_copy(update={"baseline": None}))
+    with _wheel(world) as wheel:  # a state saved before baselines: the current at restart
+        assert wheel.state.baseline == "v1" and wheel.state.phase == "canary"
+        reg.register(_model(world["tmp"], "by-hand"))
+        reg.promote("v3", reason="a person promoted it during the canary")
+        _plant(world, "v2", 45, passed=0.9)
+        assert wheel.tick() == "canary ended"
+        assert wheel.state.phase == "idle" and wheel.state.baseline is None
+    assert _current(reg) == "v3" and read_canary(reg) is None
+    ended = Journal(reg.root).tail(1)[0]
+    assert ended.detail == "current moved from v1 to v3 during the canary; canary of v2 ended"
+
+
+def test_a_corrupt_state_file_leaves_the_lease_free(world: dict[str, Any]) -> None:
+    journal = Journal(world["reg"].root)
+    journal.save(FlywheelState())
+    journal.state_path.write_text("{not a state")
+    wheel = _wheel(world)
+    with pytest.raises(StorageError, match="unreadable"):
+        wheel.start()
+    assert not wheel.lease.held and lease_holder(world["reg"].root) is None
+    with pytest.raises(StorageError, match="unreadable"):  # not started: no tick on a blank state
+        wheel.tick()
+    journal.state_path.unlink()
+    with _wheel(world) as other:  # another service may take the free lease
+        assert other.lease.held
+
+
+def test_a_state_error_without_a_message_still_reads_in_one_line(
+        world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = Journal(world["reg"].root)
+    journal.save(FlywheelState())
+
+    def silent(cls: type, data: bytes) -> FlywheelState:
+        raise ValueError()
+
+    monkeypatch.setattr(FlywheelState, "model_validate_json", classmethod(silent))
+    with pytest.raises(StorageError, match=r"unreadable \(ValueError\)"):
+        journal.load()

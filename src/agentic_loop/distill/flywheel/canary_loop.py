@@ -15,6 +15,10 @@ what it measures:
   each version, including the ones that never became a trajectory; with no
   live server, from the same trajectories (``errors``, ``latency_s``).
 
+A latency that is not finite seconds >= 0 (a clock that stepped back, a
+NaN from a broken logger) is left out of the sample, not allowed to fail
+every tick of the stage.
+
 :func:`arm_numbers` turns a sample into the status page's
 :class:`~agentic_loop.distill.flywheel.status.ArmNumbers` (rates with 95%
 Wilson intervals, p99).
@@ -27,12 +31,17 @@ Example:
     >>> cur, cand = samples_from_runs(runs, vmap, "v1", "v2")
     >>> cur.passed, cand.passed, cur.errors
     ([True, False], [True], [False, False])
+    >>> bad = [Trajectory(architecture="a", model_id="v1", task="t", latency_s=x)
+    ...        for x in (-1.0, float("nan"), 2.0)]
+    >>> samples_from_runs(bad, vmap, "v1", "v2")[0].latencies_s
+    [2.0]
     >>> arm_numbers(cur, "current").pass_rate
     0.5
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
@@ -40,14 +49,18 @@ from typing import Any, Literal
 from agentic_loop.distill.eval.stats import wilson
 from agentic_loop.distill.flywheel.ramp_stats import ArmSample
 from agentic_loop.distill.flywheel.status import ArmNumbers
+from agentic_loop.distill.release.front import ARMS_PATH
 from agentic_loop.distill.release.monitor_stats import VersionMap, group_by_version, percentile
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["ARMS_PATH", "arm_numbers", "front_arms", "samples_from_runs", "stage_samples"]
+__all__ = ["arm_numbers", "front_arms", "samples_from_runs", "seconds", "stage_evidence",
+           "stage_samples"]
 
-#: the serving front's per-arm numbers (``?since=<unix>``)
-ARMS_PATH = "/agentic-loop/arms"
+
+def seconds(values: Iterable[float | None]) -> list[float]:
+    """The values that are latencies: finite and >= 0 (the others are left out)."""
+    return [x for x in values if x is not None and math.isfinite(x) and x >= 0]
 
 
 def samples_from_runs(runs: Iterable[Trajectory], vmap: VersionMap, current: str,
@@ -59,7 +72,7 @@ def samples_from_runs(runs: Iterable[Trajectory], vmap: VersionMap, current: str
         mine = grouped.get(version, [])
         return ArmSample(version=version, passed=[t.accepted for t in mine],
                          errors=[bool(t.errors) for t in mine],
-                         latencies_s=[t.latency_s for t in mine if t.latency_s is not None])
+                         latencies_s=seconds(t.latency_s for t in mine))
 
     return sample(current), sample(candidate)
 
@@ -94,7 +107,8 @@ def _with_front(sample: ArmSample, arm: dict[str, Any] | None) -> ArmSample:
     errors = arm.get("errors") or 0
     flags = ([bool(e) for e in errors] if isinstance(errors, list)
              else [True] * int(errors) + [False] * max(0, requests - int(errors)))
-    latencies = [float(x) for x in arm.get("latencies_s") or []]
+    latencies = seconds(float(x) for x in arm.get("latencies_s") or []
+                        if isinstance(x, (int, float)))
     return sample.model_copy(update={"errors": flags, "latencies_s": latencies})
 
 
@@ -110,6 +124,20 @@ def stage_samples(runs: Iterable[Trajectory], registry: Registry, current: str,
     if arms is None:
         return cur, cand, "trajectories"
     return _with_front(cur, arms.get(current)), _with_front(cand, arms.get(candidate)), "front"
+
+
+def stage_evidence(runs: list[Trajectory], registry: Registry, current: str, candidate: str,
+                   started: datetime, previous: datetime | None, *, last: bool,
+                   timeout: float = 5.0) -> tuple[ArmSample, ArmSample, str]:
+    """A stage's arms (:func:`stage_samples`) since it ``started``; at a stage that sends all
+    traffic to the candidate (``last``), the current arm serves no one: its runs since the
+    stage before started (``previous``)."""
+    since = (previous or started) if last else started
+    cur, cand, source = stage_samples(runs, registry, current, candidate, since,
+                                      timeout=timeout)
+    if last:
+        cand = stage_samples(runs, registry, current, candidate, started, timeout=timeout)[1]
+    return cur, cand, source
 
 
 def arm_numbers(sample: ArmSample, role: Literal["current", "candidate"]) -> ArmNumbers:

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
+from agentic_loop.distill.release.live import short_error
 from agentic_loop.errors import StorageError
 from agentic_loop.jsonl_log import JsonlLog
 
@@ -59,6 +60,9 @@ class FlywheelState(BaseModel):
     #: when the stage before this one started (the current arm's runs at a 100% stage)
     previous_stage_started_at: datetime | None = None
     canary_started_at: datetime | None = None
+    #: the registry's current version when the canary started: the version the candidate is
+    #: ramped against (a canary whose current moved meanwhile ends, never promotes over it)
+    baseline: str | None = None
     #: rounds finished; the round in progress (phase "round") is ``rounds + 1``
     rounds: int = 0
     last_round_at: datetime | None = None
@@ -97,7 +101,7 @@ class Journal:
             return FlywheelState.model_validate_json(self.state_path.read_bytes())
         except (OSError, ValidationError, ValueError) as exc:
             raise StorageError(
-                f"the flywheel state {self.state_path} is unreadable ({str(exc).splitlines()[0]});"
+                f"the flywheel state {self.state_path} is unreadable ({short_error(exc)});"
                 f" its history is in {self.audit_path}: move the state file aside to start idle "
                 "(the registry and canary.json are checked again at start)") from None
 

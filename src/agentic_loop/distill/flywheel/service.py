@@ -16,7 +16,10 @@ a registry, for weeks, and a restart resumes where it stopped. Each
   goes to :func:`~agentic_loop.distill.flywheel.ramp.judge_stage`: ``wait``,
   ``advance`` (the next fraction), ``promote`` (``Registry.promote`` with the
   ramp's numbers as the reason, then no canary) or ``rollback`` (no canary;
-  the registry's current never moved);
+  the registry's current never moved). A canary whose current version moved
+  since it started (its ``baseline``: a person promoted or rolled back) ends,
+  never promotes over it; a stage past ``max_stage_s`` rolls back even when
+  its evidence cannot be gathered (an error in the tick);
 * every tick, the **monitor** (:func:`~agentic_loop.distill.release.monitor.monitor`)
   watches the current version over its window and rolls it back on a breach.
 
@@ -26,14 +29,12 @@ service acts on a registry (:mod:`.lease`). At start, after the lease,
 :meth:`Flywheel.start` repairs what a crash can leave: a ``canary.json``
 naming a version that is not registered, not gated PROMOTE, or already
 current is removed; a canary state without ``canary.json`` goes back to
-idle; a round in progress is run again (improve resumes from its own
-``state.json``); a canary in progress resumes its stage. A missing golden
-file stops rounds, not the service: it is audited, shown as ``last_error``,
-and the monitor goes on. A failed tick (a database restarting) or round is
+idle; a round in progress is run again; a canary in progress resumes its
+stage (:mod:`.recovery`). A missing golden file stops rounds, not the
+service (audited, shown as ``last_error``). A failed tick or round is
 audited once (not each tick while it repeats) and the service goes on; a
 failed round backs off ``round_backoff_s``. A serve process that dies
-mid-canary leaves the ramp on the trajectories' numbers (a stage without
-evidence rolls back at ``max_stage_s``).
+mid-canary leaves the ramp on the trajectories' numbers.
 
 Example (idle: no run yet, so no round):
     >>> import tempfile, pathlib
@@ -55,11 +56,18 @@ from pathlib import Path
 from typing import Any, Self
 
 from agentic_loop.clock import utc_now
-from agentic_loop.distill.flywheel.canary_loop import stage_samples
+from agentic_loop.distill.flywheel.canary_loop import stage_evidence
 from agentic_loop.distill.flywheel.journal import FlywheelState, Journal
 from agentic_loop.distill.flywheel.lease import Lease
 from agentic_loop.distill.flywheel.ramp import StageVerdict, judge_stage
-from agentic_loop.distill.flywheel.recovery import checked_canary, gated, recovered_state
+from agentic_loop.distill.flywheel.recovery import (
+    IDLE,
+    canary_now,
+    checked_canary,
+    gated,
+    overdue,
+    recovered_state,
+)
 from agentic_loop.distill.flywheel.service_view import FlywheelView
 from agentic_loop.distill.flywheel.settings import FlywheelSettings
 from agentic_loop.distill.flywheel.status import FlywheelStatus
@@ -70,7 +78,8 @@ from agentic_loop.distill.flywheel.trigger import (
 )
 from agentic_loop.distill.loop.pool import new_pool_runs
 from agentic_loop.distill.loop.state import Watermark
-from agentic_loop.distill.release.canary.state import CanaryState, read_canary, write_canary
+from agentic_loop.distill.release.canary.state import CanaryState, write_canary
+from agentic_loop.distill.release.live import short_error
 from agentic_loop.distill.release.monitor import MonitorReport, monitor
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.distill.release.registry_audit import version_gate
@@ -130,9 +139,13 @@ class Flywheel:
         repair what a crash left (module doc)."""
         if not self._started:
             self.lease.acquire()
+            try:
+                self.state = self.journal.load()
+                self._recover()
+            except BaseException:  # a corrupt state.json must not leave the lease held
+                self.lease.release()
+                raise
             self._started = True
-            self.state = self.journal.load()
-            self._recover()
         return self
 
     def close(self) -> None:
@@ -211,11 +224,22 @@ class Flywheel:
         with self._lock:
             self.view.ticked()
             self._tick_runs = None
-            done = self.watch()
-            if done:
-                return done
-            if self.state.phase == "canary":
-                return self._canary_step()
+            try:
+                done = self.watch()
+                if done:
+                    return done
+                if self.state.phase == "canary":
+                    return self._canary_step()
+            except Exception as exc:  # a stage past its deadline rolls back, evidence or not
+                ran = overdue(self.state, self.clock(), self.settings.ramp.max_stage_s)
+                if ran is None:
+                    raise
+                self.journal.log("rollback", version=self.state.candidate, detail=(
+                    f"stage {self.state.stage} ran {ran:.0f}s of at most "
+                    f"{self.settings.ramp.max_stage_s:g}s; its evidence could not be gathered "
+                    f"({type(exc).__name__}: {short_error(exc)}); never promote on missing "
+                    "evidence"), stage=self.state.stage)
+                return self._end_canary(None, "", action="rollback")
             if self.state.phase == "round":
                 return self._round(self.state.last_trigger or "resumed", watch)
             return self._maybe_round(watch)
@@ -303,30 +327,24 @@ class Flywheel:
         write_canary(self.registry, CanaryState(candidate=version, fraction=fraction, stage=0,
                                                 started_at=now))
         self._save(phase="canary", candidate=version, stage=0, stage_started_at=now,
-                   canary_started_at=now, previous_stage_started_at=None)
+                   canary_started_at=now, previous_stage_started_at=None,
+                   baseline=current.version)
         self._say(f"canary {version} starts at {fraction:.0%}")
         return "canary"
 
     def _canary_step(self) -> str:
-        state, canary = self.state, read_canary(self.registry)
-        current = self.registry.current
-        if canary is None or canary.candidate != state.candidate or current is None:
-            why = ("canary.json is gone" if canary is None else f"canary.json names "
-                   f"{canary.candidate}" if canary.candidate != state.candidate
-                   else "the registry has no current version")
-            return self._end_canary("canary lost", f"{why}; back to idle")
+        state, current = self.state, self.registry.current
+        canary, lost = canary_now(self.registry, state, stages=len(self.settings.ramp.stages))
+        if lost is not None:  # unreadable, gone, replaced, current moved: never promote over it
+            return self._end_canary(*lost)
+        assert canary is not None and current is not None  # canary_now checked them all
         assert state.candidate is not None and state.stage is not None
         now, started = self.clock(), state.stage_started_at or self.clock()
         stage = state.stage
-        last_fraction = self.settings.ramp.stages[stage] >= 1.0
-        since = (state.previous_stage_started_at or started) if last_fraction else started
-        cur, cand, source = stage_samples(self._runs(), self.registry, current.version,
-                                          state.candidate, since,
-                                          timeout=self.settings.arms_timeout_s)
-        if last_fraction:  # the current arm serves no one now: its runs of the stage before
-            cand = stage_samples(self._runs(), self.registry, current.version,
-                                 state.candidate, started,
-                                 timeout=self.settings.arms_timeout_s)[1]
+        cur, cand, source = stage_evidence(
+            self._runs(), self.registry, current.version, state.candidate, started,
+            state.previous_stage_started_at, last=self.settings.ramp.stages[stage] >= 1.0,
+            timeout=self.settings.arms_timeout_s)
         verdict = judge_stage(self.settings.ramp, stage, stage_started_at=started.timestamp(),
                               now=now.timestamp(), current=cur, candidate=cand)
         self.last_verdict, self.view.arms = verdict, (cur, cand, source)
@@ -360,8 +378,7 @@ class Flywheel:
             self.journal.log(audit, version=self.state.candidate, detail=detail)
         write_canary(self.registry, None)
         self._say(f"canary {self.state.candidate}: {action or audit} {detail}".rstrip())
-        self._save(phase="idle", candidate=None, stage=None, stage_started_at=None,
-                   canary_started_at=None, previous_stage_started_at=None)
+        self._save(**IDLE)
         return action or str(audit)
 
     # -- the monitor --------------------------------------------------------
@@ -387,8 +404,8 @@ class Flywheel:
     # -- start-up repair (:mod:`.recovery`) -----------------------------------
 
     def _recover(self) -> None:
-        canary = checked_canary(self.registry, self.journal)
-        update = recovered_state(self.state, canary, self.journal)
+        update = recovered_state(self.state, checked_canary(self.registry, self.journal),
+                                 self.journal, self.registry, stages=len(self.settings.ramp.stages))
         if update is not None:
             self._save(**update)
 
