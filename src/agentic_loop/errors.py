@@ -37,6 +37,7 @@ __all__ = [
     "StorageError",
     "TaskError",
     "TrainError",
+    "short_error",
 ]
 
 
@@ -74,3 +75,17 @@ class ReleaseError(AgenticLoopError, RuntimeError):
 
 class TaskError(AgenticLoopError, ValueError):
     """A task (or a task file) is empty, too large or malformed."""
+
+
+def short_error(exc: BaseException) -> str:
+    """An error in one line: its first line, and the last line of a log it quotes (its type's
+    name when it says nothing).
+
+    >>> short_error(RuntimeError("")), short_error(OSError("no room"))
+    ('RuntimeError', 'no room')
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if len(lines) < 2 else f"{lines[0]} {lines[-1]}"
+    return text[:400]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from agentic_loop.errors import AgenticLoopError, StorageError
 
-__all__ = ["describe_path_error", "make_dir"]
+__all__ = ["describe_path_error", "file_signature", "make_dir"]
 
 _WHY = {
     errno.EEXIST: "a file is in the way (it exists and is not a folder)",
@@ -81,3 +81,12 @@ def make_dir(path: str | os.PathLike[str], *, what: str,
         why = describe_path_error(folder, exc)
         raise error(f"cannot create the {what} {folder}: {why}") from exc
     return folder
+
+
+def file_signature(path: Path) -> tuple[int, int, int] | None:
+    """What changes whenever ``path`` is rewritten (mtime, inode, size); None without it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_ino, st.st_size

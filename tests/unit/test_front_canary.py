@@ -29,10 +29,19 @@ SALT = "test-salt"
 
 
 class _Backend(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # /v1/models, a balancer's /health
+        payload = json.dumps({"data": [{"id": "agent"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         server: Any = self.server
         server.got.append(body)
+        if body.get("stream"):
+            return self._stream(body["model"])
         time.sleep(server.delay_s)
         payload = json.dumps({"backend": server.name, "model": body.get("model")}).encode()
         self.send_response(200)
@@ -41,8 +50,24 @@ class _Backend(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _stream(self, model: str) -> None:
+        """Server-sent events, one every 0.3 s (HTTP/1.0: the answer ends when it closes)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for event in _events(model):
+            self.wfile.write(event)
+            self.wfile.flush()
+            time.sleep(0.3)
+
     def log_message(self, *args: object) -> None:
         pass
+
+
+def _events(model: str) -> list[bytes]:
+    chunks = [json.dumps({"model": model, "choices": [{"delta": {"content": f"part {i}"}}]})
+              for i in range(3)]
+    return [f"data: {c}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
 
 
 def _start(name: str, delay_s: float = 0.0) -> tuple[Any, str]:
@@ -137,10 +162,10 @@ def test_shadow_answers_with_current_and_copies_to_the_candidate_without_waiting
             assert answer.headers[VERSION_HEADER] == "v1" and took < 1.0, took
             assert _eventually(lambda: len(slow.got) == 1)
             assert slow.got[0]["model"] == "agent-v2" and a.got[0]["model"] == "agent"
-            _ask(client, front)  # no key: not mirrored
+            _ask(client, front)  # no key: not mirrored, and not in the ramp's numbers
             assert _eventually(lambda: front.observations.snapshot().get("v2", {}).get(
                 "requests") == 1)
-            assert front.observations.snapshot()["v1"]["requests"] == 2 and len(slow.got) == 1
+            assert front.observations.snapshot()["v1"]["requests"] == 1 and len(slow.got) == 1
     finally:
         slow.shutdown()
 
@@ -155,7 +180,7 @@ def test_a_dead_candidate_backend_is_a_502_counted_for_the_candidate(backends: A
         assert _ask(client, front).status_code == 200  # no key: current still answers
         arms = client.get(f"{front.url}{ARMS_PATH}").json()["arms"]
     assert arms["v2"]["requests"] == 1 and arms["v2"]["errors"] == 1
-    assert arms["v1"]["requests"] == 1 and arms["v1"]["errors"] == 0
+    assert "v1" not in arms  # the keyless request is not one the split applies to
 
 
 def _families(text: str) -> dict[str, Any]:
@@ -166,9 +191,10 @@ def test_metrics_and_arms_count_exactly_the_requests_sent(backends: Any) -> None
     _, url_a, _, url_b = backends
     table = _table(0.5, backend=url_b)
     keys = [f"user-{i}" for i in range(30)]
-    expected = {"v1": 5, "v2": 0}  # five without a key
+    expected = {"v1": 0, "v2": 0}  # the split requests: what the ramp decides on
     for key in keys:
         expected["v2" if bucket_of(key, SALT) < 0.5 else "v1"] += 1
+    counted = {"v1": expected["v1"] + 5, "v2": expected["v2"]}  # /metrics: the keyless too
     with _front(url_a, lambda: table) as front, httpx.Client() as client:
         before = time.time()
         for key in keys:
@@ -185,7 +211,7 @@ def test_metrics_and_arms_count_exactly_the_requests_sent(backends: Any) -> None
     families = _families(metrics.text)
     totals = {s.labels["version"]: s.value for s in families["agentic_loop_requests"].samples
               if s.name == "agentic_loop_requests_total"}
-    assert totals == {v: float(n) for v, n in expected.items()}
+    assert totals == {v: float(n) for v, n in counted.items()}
     assert {s.labels["route"] for s in families["agentic_loop_requests"].samples} == {CHAT}
     counts = {s.labels["version"]: s.value for s in families["agentic_loop_request_seconds"].samples
               if s.name == "agentic_loop_request_seconds_count"}
@@ -217,3 +243,68 @@ def test_a_table_that_fails_or_is_missing_sends_everything_to_current(backends: 
         assert client.get(f"{front.url}{ARMS_PATH}").json()["canary"] is None
         metrics = _families(client.get(f"{front.url}{METRICS_PATH}").text)
         assert metrics["agentic_loop_canary_fraction"].samples[0].value == 0.0
+
+
+def _totals(front: FrontProxy, client: httpx.Client) -> dict[str, float]:
+    """Requests per version in /metrics, over every route and status."""
+    families = _families(client.get(f"{front.url}{METRICS_PATH}").text)
+    totals: dict[str, float] = {}
+    for sample in families["agentic_loop_requests"].samples:
+        if sample.name == "agentic_loop_requests_total":
+            version = sample.labels["version"]
+            totals[version] = totals.get(version, 0.0) + sample.value
+    return totals
+
+
+def test_the_ramp_numbers_keep_only_split_requests_and_metrics_keep_all(backends: Any) -> None:
+    _, url_a, b, url_b = backends
+    table = _table(1.0, backend=url_b)
+    with _front(url_a, lambda: table) as front, httpx.Client() as client:
+        assert _ask(client, front, key="dave").json()["backend"] == "candidate"  # split
+        _ask(client, front)  # no key
+        _ask(client, front, key="dave", model="agent-base")  # another model
+        client.get(f"{front.url}/v1/models")
+        client.get(f"{front.url}/health")  # a balancer's poll
+        direct = _ask(client, front, model="agent-v2")  # the candidate's own id, no key
+        assert (direct.headers[VERSION_HEADER], direct.json()["backend"]) == ("v2", "candidate")
+        assert _eventually(lambda: _totals(front, client) == {"v1": 4.0, "v2": 2.0})
+        arms = client.get(f"{front.url}{ARMS_PATH}").json()["arms"]
+    assert {v: n["requests"] for v, n in arms.items()} == {"v2": 1}
+    assert [g["model"] for g in b.got] == ["agent-v2", "agent-v2"]
+
+
+def test_a_streamed_canary_answer_arrives_chunk_by_chunk_with_the_body_rewritten(
+        backends: Any) -> None:
+    a, url_a, _, _ = backends
+    table = _table(1.0)  # the candidate on the same backend: the body "model" is rewritten
+    body = {"model": "agent", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with _front(url_a, lambda: table) as front, httpx.Client(timeout=10) as client:
+        arrived: list[tuple[float, bytes]] = []
+        with client.stream("POST", f"{front.url}{CHAT}", json=body,
+                           headers={"x-agentic-loop-user": "erin"}) as answer:
+            assert answer.headers[VERSION_HEADER] == "v2"
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            for chunk in answer.iter_raw():
+                arrived.append((time.monotonic(), chunk))
+    assert a.got[-1]["model"] == "agent-v2" and a.got[-1]["stream"] is True
+    assert b"".join(c for _, c in arrived) == b"".join(_events("agent-v2"))
+    first = next(t for t, c in arrived if b"part 0" in c)
+    last = next(t for t, c in arrived if b"[DONE]" in c)
+    assert last - first > 0.6, arrived  # passed on as written, not gathered to the end
+
+
+def test_stop_cancels_the_shadow_copies_still_running(backends: Any) -> None:
+    _, url_a, _, _ = backends
+    slow, url_slow = _start("candidate", delay_s=3.0)
+    try:
+        front = _front(url_a, lambda: _table(1.0, mode="shadow", backend=url_slow)).start()
+        with httpx.Client() as client:
+            assert _ask(client, front, key="frank").json()["backend"] == "current"
+        assert _eventually(lambda: len(slow.got) == 1) and len(front._shadows) == 1
+        started = time.monotonic()
+        front.stop()
+        assert time.monotonic() - started < 2.5  # not waiting for the candidate's answer
+        assert not front._shadows and front.in_flight(url_slow) == 0
+        assert "v2" not in front.observations.snapshot()  # cancelled, not counted as an answer
+    finally:
+        slow.shutdown()

@@ -246,3 +246,20 @@ def test_each_replica_gets_its_own_gpus(tmp_path: Path) -> None:
     assert [rs._replica_env(i) for i in range(2)] == [{"CUDA_VISIBLE_DEVICES": "0,1"},
                                                       {"CUDA_VISIBLE_DEVICES": "2,3"}]
     assert ReplicaSet(tmp_path, replicas=2, device="cpu")._replica_env(1) == {}
+
+
+def test_a_commit_no_replica_takes_unloads_the_staged_copy(replicas: ReplicaSet,
+                                                          tmp_path: Path) -> None:
+    # without replace, "agent" is already loaded: every replica stages, then refuses the commit
+    with pytest.raises(BalancerError, match="none could take it"):
+        replicas.load_lora_adapter("agent", tmp_path / "a2", replace=False)
+    assert len(replicas.in_service()) == 3
+    for index in range(3):  # the staged copy left every replica again
+        calls = [(c["endpoint"], c["lora_name"]) for c in lora_calls(tmp_path /
+                                                                     f"record{index}.json")]
+        assert calls == [("/v1/load_lora_adapter", "agent--staged"),
+                         ("/v1/load_lora_adapter", "agent"),
+                         ("/v1/unload_lora_adapter", "agent--staged")]
+        models = httpx.get(f"{replicas.replicas[index].url}/v1/models", timeout=10).json()
+        assert "agent--staged" not in {m["id"] for m in models["data"]}
+    assert all(a.endswith(":a1") for a in _ask(replicas, 3))

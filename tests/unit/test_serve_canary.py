@@ -8,14 +8,18 @@ a real child process that records every adapter call and answers with the body's
 from __future__ import annotations
 
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from serve_helpers import adapter_dir, lora_calls, model_dir, stand_in_python
 
 from agentic_loop.distill.release import Registry
-from agentic_loop.distill.release.canary import CanaryState, write_canary
+from agentic_loop.distill.release.canary import CanaryFollower, CanaryState, write_canary
 from agentic_loop.distill.release.front import ARMS_PATH, IDENTITY_PATH, VERSION_HEADER
 from agentic_loop.distill.release.router import bucket_of
 from agentic_loop.distill.release.serve_watch import RegistryServer, serve_registered
@@ -132,8 +136,6 @@ def test_promoting_the_candidate_ends_the_split_and_current_follows(tmp_path: Pa
 
 def test_a_canary_file_there_at_start_is_served_and_the_watcher_follows_it(
         tmp_path: Path, python: Path) -> None:
-    import time
-
     reg = _registry(tmp_path)
     write_canary(reg, CanaryState(candidate="v2", fraction=1.0))  # a restart resumes its canary
     with serve_registered(reg, python=python, device="cpu", timeout=30, poll_s=0.1) as server:
@@ -144,3 +146,46 @@ def test_a_canary_file_there_at_start_is_served_and_the_watcher_follows_it(
         while _identity(server)["canary"] is not None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert set(_answers(server, KEYS[:3]).values()) == {("v1", "agent")}
+
+
+class _FlakyLoRA(BaseHTTPRequestHandler):
+    """A vLLM LoRA endpoint that answers 503 to the first ``fail`` loads, then 200."""
+
+    def do_POST(self) -> None:
+        server: Any = self.server
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server.calls.append((self.path, body["lora_name"]))
+        failing = self.path.endswith("/load_lora_adapter") and server.fail > 0
+        server.fail -= failing
+        self.send_response(503 if failing else 200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_failed_candidate_load_is_retried_after_the_backoff(tmp_path: Path) -> None:
+    reg = _registry(tmp_path)
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _FlakyLoRA)
+    server.calls, server.fail = [], 1
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    follower = CanaryFollower(reg, served_name="agent", lora_url=lambda: url,
+                              why_not=lambda entry: None, retry_s=0.3)
+    try:
+        current = reg.get("v1")
+        write_canary(reg, CanaryState(candidate="v2", fraction=1.0))
+        first = follower.sync(current)
+        assert first is not None and "could not load v2's adapter" in first
+        assert follower.candidate is None and follower.error is not None
+        assert follower.sync(current) is None  # within the backoff: not tried again
+        assert len(server.calls) == 1 and follower.error is not None  # still reported
+        time.sleep(0.35)
+        assert follower.sync(current) == "canary of v2 at 1 against v1"
+        assert follower.candidate == "v2" and follower.error is None
+        assert server.calls == [("/v1/load_lora_adapter", "a2-v2")] * 2
+        assert follower.sync(current) is None and len(server.calls) == 2  # loaded: no more
+    finally:
+        server.shutdown()

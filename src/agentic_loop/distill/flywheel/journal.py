@@ -35,8 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.clock import utc_now
-from agentic_loop.distill.release.live import short_error
-from agentic_loop.errors import StorageError
+from agentic_loop.errors import StorageError, short_error
 from agentic_loop.jsonl_log import JsonlLog
 
 __all__ = ["AuditRecord", "FlywheelState", "Journal", "Phase"]

@@ -48,10 +48,9 @@ from typing import Any
 from agentic_loop.distill.eval.gate import Decision
 from agentic_loop.distill.flywheel.journal import FlywheelState, Journal
 from agentic_loop.distill.release.canary.state import CanaryState, read_canary, write_canary
-from agentic_loop.distill.release.live import short_error
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.distill.release.registry_audit import RegistryError, version_gate
-from agentic_loop.errors import StorageError
+from agentic_loop.errors import StorageError, short_error
 
 __all__ = ["IDLE", "canary_now", "canary_problem", "checked_canary", "gated", "lost_canary",
            "overdue", "recovered_state"]

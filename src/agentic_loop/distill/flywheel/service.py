@@ -79,10 +79,10 @@ from agentic_loop.distill.flywheel.trigger import (
 from agentic_loop.distill.loop.pool import new_pool_runs
 from agentic_loop.distill.loop.state import Watermark
 from agentic_loop.distill.release.canary.state import CanaryState, write_canary
-from agentic_loop.distill.release.live import short_error
 from agentic_loop.distill.release.monitor import MonitorReport, monitor
 from agentic_loop.distill.release.registry import Registry
 from agentic_loop.distill.release.registry_audit import version_gate
+from agentic_loop.errors import short_error
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["Flywheel", "FlywheelSettings"]

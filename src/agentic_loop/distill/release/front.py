@@ -1,11 +1,10 @@
 """The served registry's stable address: a small HTTP proxy in front of a replaceable vLLM.
 
-Why: an adapter swaps into a running vLLM, but a merged model (what
-``distill`` writes by default) or another base needs a new vLLM process, and
-a start takes 45-110 s on CPU. Restarting vLLM behind the clients' port
-failed every request sent meanwhile. The front owns the port instead, and
-vLLM runs behind it on a port of its own, so a new version can come up
-beside the old one:
+Why: a merged model (what ``distill`` writes by default) or another base
+needs a new vLLM process (45-110 s to start on CPU), and restarting vLLM
+behind the clients' port failed every request sent meanwhile. The front owns
+the port; vLLM runs behind it on its own, so a new version comes up beside
+the old one:
 
 * :meth:`FrontProxy.route_to` points new requests at another backend; the
   requests already running finish where they started, and
@@ -14,31 +13,33 @@ beside the old one:
   while no backend can answer: a restart in place, where two vLLMs do not
   fit (one GPU), delays requests instead of failing them.
 
-Every path and method is forwarded as it is (``/v1/chat/completions``,
-``/v1/models``, the LoRA endpoints), and answers stream through chunk by
-chunk, so server-sent events arrive as vLLM writes them. A backend that
+Every path and method is forwarded as it is; answers stream through chunk
+by chunk (server-sent events arrive as vLLM writes them). A backend that
 cannot be reached gives a 502 whose body says which one and why.
 
-Three paths are the front's own: ``GET /agentic-loop/identity`` (``IDENTITY_PATH``)
-answers what the ``identity`` callable returns (the serve process's token and
-the version it serves), whatever the backend is doing, even while requests
-are held. Other processes check ``serving.json`` against it
-(:func:`~agentic_loop.distill.release.live.check_server`): a pid can be
-reused, a token drawn at start cannot. ``GET /metrics`` answers Prometheus's
-text format (:mod:`~agentic_loop.distill.release.canary.metrics`), and ``GET
-/agentic-loop/arms?since=<unix>`` (``ARMS_PATH``) each version's requests,
-errors and latencies since then, with the canary being run.
+The front's own paths: ``GET IDENTITY_PATH`` answers the ``identity``
+callable (the serve process's token and version), even while requests are
+held; :func:`~agentic_loop.distill.release.live.check_server` checks
+``serving.json`` against it (a pid can be reused, a token drawn at start
+cannot). ``GET /metrics``: Prometheus's text format
+(:mod:`~agentic_loop.distill.release.canary.metrics`). ``GET
+ARMS_PATH?since=<unix>``: each version's requests, errors and latencies since
+then, with the canary being run.
 
-**Canary and shadow at the server.** With ``arms`` (a callable the serve
-process owns, answering an :class:`~agentic_loop.distill.release.canary.ArmTable`),
-each request's user key (:func:`~agentic_loop.distill.release.canary.user_key`:
-a header, or OpenAI's ``user`` field) picks its version, so any client in any
-language gets sticky canary routing. Canary: a request in the candidate's
-buckets goes to the candidate (its body's ``"model"`` rewritten). Shadow: it
-goes to current, and a copy goes to the candidate in the background (its
-answer is counted, then dropped; never waited for). Every answer says who
-answered in the ``x-agentic-loop-version`` header, and every request is counted
-for its version when its answer ends.
+**Canary and shadow.** With ``arms`` (a callable answering an
+:class:`~agentic_loop.distill.release.canary.ArmTable`), each request's user
+key (:func:`~agentic_loop.distill.release.canary.user_key`: a header, or
+OpenAI's ``user`` field) picks its version: sticky routing for any client.
+Canary: a request in the candidate's buckets goes to the candidate (body
+``"model"`` rewritten). Shadow: it goes to current, and a copy goes to the
+candidate in the background (counted, dropped, never waited for; it waits at
+most ``shadow_hold_s`` for a backend, and :meth:`FrontProxy.stop` cancels it).
+The ``x-agentic-loop-version`` header names who answered (a request naming
+the candidate's served id goes to, and is labelled, the candidate). ``/metrics``
+counts every request; the ramp's numbers (``observations``, ``ARMS_PATH``)
+only those the split applies to (a JSON body for the split model, with a user
+key): keyless requests, other models, ``GET /v1/models`` and health polls
+would dilute current's error rate and latencies.
 
 Example (a backend that is not there):
     >>> from agentic_loop.distill.release.serve import free_port
@@ -64,7 +65,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from agentic_loop.distill.release.canary import (
     ArmObservations,
@@ -76,6 +77,7 @@ from agentic_loop.distill.release.canary import (
 from agentic_loop.distill.release.canary.metrics import CONTENT_TYPE
 from agentic_loop.distill.release.canary.table import Arm
 from agentic_loop.distill.release.serve import ServeError
+from agentic_loop.errors import short_error
 
 __all__ = ["ARMS_PATH", "IDENTITY_PATH", "METRICS_PATH", "VERSION_HEADER", "FrontProxy"]
 
@@ -99,18 +101,30 @@ def _forwarded(headers: Any) -> list[tuple[str, str]]:
     return [(k, v) for k, v in headers.items() if k.lower() not in _HOP]
 
 
-def _pick(table: ArmTable | None, headers: Any,
-          content: bytes) -> tuple[Arm, bool, dict[str, Any] | None]:
-    """The arm that answers a request, whether a shadow copy goes to the candidate, and the
-    body as a JSON object (None: not one; not parsed without a table)."""
+class _Pick(NamedTuple):
+    """Who answers; a shadow copy too; the JSON body (or None); the split applied to it."""
+
+    arm: Arm
+    shadow: bool
+    parsed: dict[str, Any] | None
+    split: bool
+
+
+def _pick(table: ArmTable | None, headers: Any, content: bytes) -> _Pick:
+    """Who answers a request, and whether the canary split applied to it."""
     if table is None:
-        return "current", False, None
+        return _Pick("current", False, None, False)
     parsed = json_body(content)
-    if parsed is None or not table.splits(parsed.get("model")):
-        return "current", False, parsed
-    if table.arm_of(user_key(headers, parsed)) == "current":
-        return "current", False, parsed
-    return ("candidate", False, parsed) if table.mode == "canary" else ("current", True, parsed)
+    model = parsed.get("model") if parsed is not None else None
+    if parsed is None or not table.splits(model):
+        named = None not in (table.candidate, model) and model == table.candidate_model
+        return _Pick("candidate" if named else "current", False, parsed, False)
+    key = user_key(headers, parsed)
+    if key is None or table.arm_of(key) == "current":
+        return _Pick("current", False, parsed, key is not None)
+    if table.mode == "canary":
+        return _Pick("candidate", False, parsed, True)
+    return _Pick("current", True, parsed, True)
 
 
 def _body_for(table: ArmTable | None, arm: Arm, body: bytes,
@@ -125,9 +139,8 @@ def _body_for(table: ArmTable | None, arm: Arm, body: bytes,
 class ThreadedApp:
     """An ASGI ``app`` served by uvicorn on ``host:port`` in a daemon thread (port 0: a free one).
 
-    :meth:`start` returns once the socket listens (a :class:`ServeError` when
-    it cannot: the port is taken); :attr:`url` then names the port really
-    bound; :meth:`stop` ends it.
+    :meth:`start` returns once the socket listens (a :class:`ServeError` when it cannot: the
+    port is taken); :attr:`url` then names the port really bound; :meth:`stop` ends it.
     """
 
     def __init__(self, app: Any, host: str, port: int, *, name: str) -> None:
@@ -180,20 +193,20 @@ class FrontProxy:
     without it). ``arms``: the versions to route between now (None, or a
     callable answering None: everything to the backend, version unknown).
     ``max_shadow``: shadow copies running at once; more are not sent.
-    Start it with :meth:`start` (or ``with``); it runs in a daemon thread of
-    this process.
+    ``shadow_hold_s``: how long a shadow copy waits for a backend before it is dropped.
+    Start it with :meth:`start` (or ``with``); it runs in a daemon thread.
     """
 
     def __init__(self, host: str, port: int, *, hold_s: float = 300.0,
                  identity: Callable[[], dict[str, Any]] | None = None,
                  arms: Callable[[], ArmTable | None] | None = None,
-                 max_shadow: int = 64,
+                 max_shadow: int = 64, shadow_hold_s: float = 5.0,
                  lora: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.host, self.port, self.hold_s = host, port, hold_s
         self._lora = lora  # replicas: vLLM's LoRA routes go to every replica, not one
         self._identity = identity
         self._arms = arms
-        self.max_shadow = max_shadow
+        self.max_shadow, self.shadow_hold_s = max_shadow, shadow_hold_s
         self.observations = ArmObservations()
         self.metrics = FrontMetrics()
         self.shadow_dropped = 0  #: shadow copies not sent: ``max_shadow`` were running
@@ -221,7 +234,7 @@ class FrontProxy:
         return self
 
     def stop(self) -> None:
-        """Stop listening; requests still running are cut."""
+        """Stop listening; requests still running are cut, shadow copies cancelled."""
         if self._runner is not None:
             self._runner.stop()
 
@@ -272,16 +285,18 @@ class FrontProxy:
             log.warning("the front's arm table failed (%s); routing to current", exc)
             return None
 
-    def _record(self, version: str, route: str, status: int, started: float) -> None:
+    def _record(self, version: str, route: str, status: int, started: float, split: bool) -> None:
+        """Count an ended request in ``/metrics``, and for the ramp when the split applied."""
         latency = time.monotonic() - started
-        self.observations.record(version, route, status, latency)
+        if split:
+            self.observations.record(version, route, status, latency)
         self.metrics.observe(version, route, status, latency)
 
-    async def _wait_backend(self, table: ArmTable | None, arm: Arm) -> str | None:
+    async def _wait_backend(self, table: ArmTable | None, arm: Arm, hold_s: float) -> str | None:
         """The backend for ``arm`` once there is one; None after ``hold_s`` without."""
         if arm == "candidate" and table is not None and table.candidate_backend:
             return table.candidate_backend.rstrip("/")
-        deadline = time.monotonic() + self.hold_s
+        deadline = time.monotonic() + hold_s
         while self._backend is None:  # held: a restart in place is bringing vLLM up
             if time.monotonic() > deadline:
                 return None
@@ -306,6 +321,9 @@ class FrontProxy:
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
             client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), limits=limits)
             yield
+            for task in (shadows := list(self._shadows)):  # stopping: cancel running copies
+                task.cancel()
+            await asyncio.gather(*shadows, return_exceptions=True)
             await client.aclose()
 
         def error(status: int, message: str, version: str | None = None) -> Response:
@@ -318,12 +336,12 @@ class FrontProxy:
             started, route = time.monotonic(), request.url.path
             content = await request.body()
             table = self.table()
-            arm, shadow, parsed = _pick(table, request.headers, content)
+            arm, shadow, parsed, split = _pick(table, request.headers, content)
             version = table.version(arm) if table is not None else "unknown"
             named = version if table is not None else None  # the version header's value
-            backend = await self._wait_backend(table, arm)
+            backend = await self._wait_backend(table, arm, self.hold_s)
             if backend is None:
-                self._record(version, route, 503, started)
+                self._record(version, route, 503, started, split)
                 return error(503, f"no model server behind {self.url} for {self.hold_s:g} "
                                   "s (a restart is under way, or it failed: see the serve "
                                   "process's output)", named)
@@ -339,7 +357,7 @@ class FrontProxy:
             except BaseException as exc:  # the answer never started: this request is done
                 self._in_flight[backend] -= 1
                 if isinstance(exc, httpx.HTTPError):
-                    self._record(version, route, 502, started)
+                    self._record(version, route, 502, started, split)
                     return error(502, f"the model server at {backend} did not answer "
                                       f"({type(exc).__name__}: {exc})", named)
                 raise
@@ -351,7 +369,7 @@ class FrontProxy:
                 finally:
                     await answer.aclose()
                     self._in_flight[backend] -= 1
-                    self._record(version, route, answer.status_code, started)
+                    self._record(version, route, answer.status_code, started, split)
 
             headers = dict(_forwarded(answer.headers))
             if named is not None:
@@ -369,7 +387,7 @@ class FrontProxy:
             async def copy() -> None:
                 assert client is not None
                 started = time.monotonic()
-                backend = await self._wait_backend(table, "candidate")
+                backend = await self._wait_backend(table, "candidate", self.shadow_hold_s)
                 if backend is None:
                     return
                 version = table.version("candidate")
@@ -383,7 +401,7 @@ class FrontProxy:
                     status = 502
                 finally:
                     self._in_flight[backend] -= 1
-                self._record(version, route, status, started)
+                self._record(version, route, status, started, True)  # copies of split requests
 
             task = asyncio.get_running_loop().create_task(copy())
             self._shadows.add(task)
@@ -396,7 +414,8 @@ class FrontProxy:
                 payload = json.loads(await request.body() or b"{}")
                 await asyncio.to_thread(self._lora, request.url.path, payload)
             except Exception as exc:  # noqa: BLE001 - the caller reads it, as vLLM's answer
-                return error(500, str(exc).splitlines()[0][:500] if str(exc) else repr(exc))
+
+                return error(500, short_error(exc))
             return JSONResponse({})
 
         async def identity(request: Request) -> Response:

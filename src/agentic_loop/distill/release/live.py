@@ -70,7 +70,9 @@ from agentic_loop.distill.release.front import IDENTITY_PATH
 from agentic_loop.distill.release.registry import ModelVersion, Registry
 from agentic_loop.distill.release.registry_audit import AUDIT_FILE, INDEX_FILE
 from agentic_loop.distill.release.serve import ServeError, lora_call, lora_rank
+from agentic_loop.errors import short_error
 from agentic_loop.models.model_dirs import resolve_model_dir
+from agentic_loop.paths import file_signature
 
 __all__ = ["SERVING_FILE", "ServerCheck", "ServingState", "Signature", "StaleServingWarning",
            "check_server", "checked_server", "clear_serving", "index_signature", "live_server",
@@ -360,29 +362,9 @@ def index_signature(registry: Registry | str | os.PathLike[str]) -> Signature | 
     the index is in the log only, and must still be followed.
     """
     root = _root(registry)
-    parts: list[int] = []
-    for name in (INDEX_FILE, AUDIT_FILE):
-        try:
-            st = (root / name).stat()
-        except OSError:
-            parts += [0, 0, 0]
-            continue
-        parts += [st.st_mtime_ns, st.st_ino, st.st_size]
+    parts = [n for name in (INDEX_FILE, AUDIT_FILE)
+             for n in file_signature(root / name) or (0, 0, 0)]
     return None if not any(parts) else tuple(parts)
-
-
-def short_error(exc: BaseException) -> str:
-    """An error in one line: its first line, and the last line of a log it quotes (its type's
-    name when it says nothing).
-
-    >>> short_error(RuntimeError("")), short_error(OSError("no room"))
-    ('RuntimeError', 'no room')
-    """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    text = lines[0] if len(lines) < 2 else f"{lines[0]} {lines[-1]}"
-    return text[:400]
 
 
 def state_for(entry: ModelVersion, **fields: Any) -> dict[str, Any]:

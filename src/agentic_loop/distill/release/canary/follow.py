@@ -12,6 +12,10 @@ table route to it. A candidate it cannot serve is reported in
 :attr:`~CanaryFollower.error` and everything keeps going to current; a
 removed file unloads the candidate. Requests never fail on any of it.
 
+A load that fails (vLLM busy, a transient 5xx) is tried again at a later
+poll, at most once per ``retry_s`` (10 s), with :attr:`~CanaryFollower.error`
+kept set meanwhile: a canary must not stay unserved until its file changes.
+
 Example (no canary file: everything to current):
     >>> import tempfile
     >>> from agentic_loop.distill.release.registry import ModelVersion, Registry
@@ -26,6 +30,7 @@ Example (no canary file: everything to current):
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +39,8 @@ from agentic_loop.distill.release.canary.table import ArmTable
 from agentic_loop.distill.release.registry import ModelVersion, Registry, RegistryError
 from agentic_loop.distill.release.router import served_model_id
 from agentic_loop.distill.release.serve import ServeError, lora_call
-from agentic_loop.errors import StorageError
+from agentic_loop.errors import StorageError, short_error
+from agentic_loop.paths import file_signature
 
 __all__ = ["CanaryFollower"]
 
@@ -42,11 +48,8 @@ log = logging.getLogger(__name__)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_ino, st.st_size
+
+    return file_signature(path)
 
 
 class CanaryFollower:
@@ -55,12 +58,15 @@ class CanaryFollower:
     ``served_name``: the stable name clients send (only those requests are
     split). ``lora_url``: the running vLLM's ``.../v1`` URL now.
     ``why_not(entry)``: why the running vLLM cannot take ``entry`` as an
-    adapter (None: it can).
+    adapter (None: it can). ``retry_s``: the least time between two tries to load a
+    candidate adapter that failed to load.
     """
 
     def __init__(self, registry: Registry, *, served_name: str, lora_url: Callable[[], str],
-                 why_not: Callable[[ModelVersion], str | None]) -> None:
+                 why_not: Callable[[ModelVersion], str | None], retry_s: float = 10.0) -> None:
         self.registry = registry
+        self.retry_s = retry_s
+        self._retry_at: float | None = None  # monotonic time of the next try of a failed load
         self.served_name = served_name
         self._lora_url = lora_url
         self._why_not = why_not
@@ -79,15 +85,17 @@ class CanaryFollower:
         """A new vLLM is serving: nothing is loaded in it, so nothing goes to a candidate until
         the next :meth:`sync` loads it again."""
         self._loaded, self._served, self._signature = None, None, None
+        self._retry_at = None
         self.table = ArmTable(current=self.table.current, served_name=self.served_name)
 
     def sync(self, served: ModelVersion) -> str | None:
         """Follow the canary file against ``served`` (the version vLLM serves as current);
         what changed, or None when nothing did."""
         signature = _signature(canary_file(self.registry))
-        if signature == self._signature and served.version == self._served:
+        retry = self._retry_at is not None and time.monotonic() >= self._retry_at
+        if signature == self._signature and served.version == self._served and not retry:
             return None
-        self._signature, self._served = signature, served.version
+        self._signature, self._served, self._retry_at = signature, served.version, None
         before = (self.table.candidate, self.table.fraction, self.table.mode, self.error)
         try:
             state = read_canary(self.registry)
@@ -134,7 +142,10 @@ class CanaryFollower:
             lora_call(self._lora_url(), "load_lora_adapter",
                       {"lora_name": served_model_id(entry), "lora_path": entry.path})
         except ServeError as exc:
-            self.error = f"could not load {entry.version}'s adapter: {exc}"[:400]
+
+            self.error = (f"could not load {entry.version}'s adapter (tried again in "
+                          f"{self.retry_s:g} s): {short_error(exc)}")[:400]
+            self._retry_at = time.monotonic() + self.retry_s
             return None
         self._loaded = entry
         return entry

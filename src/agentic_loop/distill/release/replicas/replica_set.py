@@ -58,7 +58,7 @@ from agentic_loop.clock import utc_stamp
 from agentic_loop.distill.release.replicas.balancer import BalancerError, VLLMRouter, start_router
 from agentic_loop.distill.release.replicas.replica import Replica, launch_adapters, replica_devices
 from agentic_loop.distill.release.serve import ServeError, detect_device, serve
-from agentic_loop.errors import AgenticLoopError, ConfigError
+from agentic_loop.errors import AgenticLoopError, ConfigError, short_error
 
 __all__ = ["REPLICAS_FILE", "STAGING_SUFFIX", "Replica", "ReplicaSet", "replica_devices",
            "serve_replicas"]
@@ -258,19 +258,21 @@ class ReplicaSet:
                 if replica.index in errors:
                     self._take_out(replica, f"could not load {path} as '{name}': "
                                             f"{errors[replica.index]}")
-            commit = self._each(staged_ok, lambda r: r.server.load_lora_adapter(
-                name, path, replace=replace))
-            done = [r for r in staged_ok if r.index not in commit]
-            if not done:
-                raise BalancerError(f"every replica staged {path} but none could take it as "
-                                    f"'{name}', so none changed: {_first(commit)}")
-            for replica in staged_ok:
-                if replica.index in commit:
-                    self._take_out(replica, f"could not switch '{name}' to {path}: "
-                                            f"{commit[replica.index]}")
-            for replica in done:
-                replica.adapters[name] = path
-            self._each(staged_ok, lambda r: r.server.unload_lora_adapter(staged))
+            try:  # the staged copy leaves every replica that took it, whatever happens next
+                commit = self._each(staged_ok, lambda r: r.server.load_lora_adapter(
+                    name, path, replace=replace))
+                done = [r for r in staged_ok if r.index not in commit]
+                if not done:
+                    raise BalancerError(f"every replica staged {path} but none could take it "
+                                        f"as '{name}', so none changed: {_first(commit)}")
+                for replica in staged_ok:
+                    if replica.index in commit:
+                        self._take_out(replica, f"could not switch '{name}' to {path}: "
+                                                f"{commit[replica.index]}")
+                for replica in done:
+                    replica.adapters[name] = path
+            finally:
+                self._each(staged_ok, lambda r: r.server.unload_lora_adapter(staged))
             self._write()
             return [r.index for r in done]
 
@@ -305,7 +307,7 @@ class ReplicaSet:
             try:
                 call(replica)
             except (AgenticLoopError, OSError) as exc:
-                return str(exc).splitlines()[0][:300]
+                return short_error(exc)[:300]
             return None
 
         with ThreadPoolExecutor(max_workers=max(1, len(replicas))) as pool:
@@ -365,7 +367,7 @@ class ReplicaSet:
         try:  # out of the balancer first: once the record says out, no request goes there
             self._balancer().remove_worker(replica.url)
         except BalancerError as exc:  # a dead balancer routes to nobody anyway
-            reason += f" (the balancer could not be told: {str(exc).splitlines()[0]})"
+            reason += f" (the balancer could not be told: {short_error(exc)})"
         replica.in_service, replica.out_reason, replica.out_at = False, reason, utc_stamp()
 
     def _watch(self) -> None:
