@@ -289,6 +289,7 @@ def test_forget_finds_a_recorded_database_without_being_told(
     from agentic_loop.text_places import DATA_ENV, read_places
 
     monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # not the places.jsonl of ./data where the suite runs
     ids = _seed(dsn)
     [place] = read_places([tmp_path])
     assert (place.kind, place.what) == ("database", "trajectory database")
@@ -301,3 +302,115 @@ def test_forget_finds_a_recorded_database_without_being_told(
     assert report.counts()["trajectories"] == 3 and report.stores["trajectories"] == [
         place.path]
     assert _rows_of(dsn, "bob", ids["bob"])["trajectories"] == 0
+
+
+def _tables(dsn: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return sorted(t for (t,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))
+
+
+def test_a_log_in_its_own_table_is_recorded_with_it_and_forgotten_there(
+        dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentic_loop.distill.forget import forget_user
+    from agentic_loop.text_places import DATA_ENV, read_places
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with PostgresTrajectoryLog(dsn, table="team_runs") as log:
+        for i in range(2):
+            log.append(_run(str(i), "alice"))
+        log.append(_run("b", "bob"))
+    [place] = read_places([tmp_path])
+    assert place.path.endswith(" table=team_runs") and "password" not in place.path
+    # the same table by its connection string, as forget -t would name it
+    named = open_trajectory_log(f"{dsn}&table=team_runs")
+    assert isinstance(named, PostgresTrajectoryLog) and len(named.read()) == 3
+    named.close()
+    tables = _tables(dsn)
+    assert tables == ["team_runs", "team_runs_consent", "team_runs_feedback", "team_runs_reviews"]
+
+    plan = forget_user("alice", memory=[], exports=[], registries=[], audit_log=None,
+                       dry_run=True)
+    assert plan.counts()["trajectories"] == 2 and plan.warnings == []
+    assert _tables(dsn) == tables  # the dry run made no default tables
+    report = forget_user("alice", memory=[], exports=[], registries=[], audit_log=None)
+    assert (report.counts()["trajectories"], report.warnings) == (2, [])
+    assert report.stores["trajectories"] == [place.path]
+    with PostgresTrajectoryLog(place.path) as again:
+        assert [t.task for t in again.read()] == ["bob's task b"]
+    assert _tables(dsn) == tables  # nor did the erasure
+
+
+def test_erasing_a_log_whose_tables_are_missing_creates_none(dsn: str) -> None:
+    with PostgresTrajectoryLog(dsn) as log:
+        for dry in (True, False):
+            gone = log.erase(user_id_hash=hash_user_id("alice"), dry_run=dry)
+            assert (gone.total, gone.known) == (0, set())
+        assert log.forget_user(hash_user_id("alice")) == {}
+    assert _tables(dsn) == []
+
+
+def test_withdraw_consent_reaches_a_recorded_database(
+        dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentic_loop.distill.forget import withdraw_consent
+    from agentic_loop.text_places import DATA_ENV
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with PostgresTrajectoryLog(dsn, table="team_runs") as log:
+        log.append(_run("a", "alice"))
+        log.append(_run("b", "bob"))
+    assert withdraw_consent("alice", audit_log=tmp_path / "audit.jsonl") == 1
+    with PostgresTrajectoryLog(dsn, table="team_runs") as log:
+        assert {t.task: t.consent for t in log.read()} == {"alice's task a": False,
+                                                          "bob's task b": None}
+    audit = json.loads((tmp_path / "audit.jsonl").read_text())
+    assert audit["stores"]["trajectories"][0].endswith(" table=team_runs")
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://app:s3 cret@db/agents",
+                                 "host=db password=s3cret dbname=agents oops",
+                                 "postgresql://app@db/agents?password=s3cret&bogus=1"])
+def test_a_malformed_connection_string_is_a_config_error_without_its_password(
+        dsn: str) -> None:
+    from agentic_loop.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="is not a connection string") as err:
+        PostgresTrajectoryLog(dsn)
+    assert "s3" not in str(err.value) and "***" in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_a_recorded_database_that_wants_a_password_says_what_to_pass(
+        postgres: Throwaway, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from agentic_loop.distill.forget import forget_user
+    from agentic_loop.text_places import DATA_ENV
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    name = dsn.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        conn.execute("CREATE ROLE guarded LOGIN PASSWORD 'pw1'")
+        conn.execute(f'ALTER DATABASE "{name}" OWNER TO guarded')
+        hba = Path(conn.execute("SHOW hba_file").fetchone()[0])
+        hba.write_text("local all guarded scram-sha-256\n" + hba.read_text())
+        conn.execute("SELECT pg_reload_conf()")
+    secret = dsn.replace("postgresql://postgres:@", "postgresql://guarded:pw1@")
+    with PostgresTrajectoryLog(secret) as log:
+        log.append(_run("a", "alice"))
+
+    report = forget_user("alice", memory=[], exports=[], registries=[], audit_log=None)
+    [warning] = report.warnings
+    assert "pw1" not in warning and "has none" in warning and "-t/--trajectories" in warning
+    assert f"user=guarded dbname={name}" in warning and "password=PASSWORD" in warning
+    assert report.counts()["trajectories"] == 0
+    # given with its password, the same database is reached (once)
+    report = forget_user("alice", trajectories=[secret], memory=[], exports=[], registries=[],
+                         audit_log=None)
+    assert (report.counts()["trajectories"], report.warnings) == (1, [])

@@ -65,7 +65,8 @@ def forget_command(
     trajectories: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
         "--trajectories", "-t",
         help="TrajectoryLog folder or .jsonl file, or the postgresql:// URL of a Postgres "
-             "trajectory log; repeat. Default: DATA/trajectories.")] = None,
+             "trajectory log (add ?table=NAME for a log not in the default table); repeat. "
+             "Default: DATA/trajectories.")] = None,
     memory: Annotated[_Paths, typer.Option(
         "--memory", help="Archive or Reflexion memory root; repeat. "
                          "Default: DATA/archive, DATA/reflections.")] = None,

@@ -4,7 +4,9 @@ Why: every place that takes a trajectory log (an architecture's
 ``trajectories=``, the improve loop's trajectory pool, ``forget``) should
 accept both kinds the same way, so a worker fleet switches to a shared
 database by changing a string. A ``postgresql://`` or ``postgres://`` URL
-opens a :class:`~agentic_loop.trajectory_stores.postgres.PostgresTrajectoryLog`;
+opens a :class:`~agentic_loop.trajectory_stores.postgres.PostgresTrajectoryLog`
+(``?table=runs`` in the URL: its tables are ``runs``, ``runs_feedback``... instead of the
+default ones);
 any other string or path a :class:`~agentic_loop.trajectories.TrajectoryLog`;
 a log object is returned as it is.
 

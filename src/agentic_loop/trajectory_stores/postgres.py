@@ -29,12 +29,19 @@ Guarantees:
   holds new ones back) just long enough to read ``max(id)``, and then reads
   the rows up to that id: each of them is committed (or gone) by then.
   Writers never wait for each other, only for that one index lookup.
-* **Forget finds it.** Before its first append, a log records its database (without the
-  password) in the data folder's ``places.jsonl`` (:mod:`agentic_loop.text_places`), so
-  ``agentic-loop forget`` erases a user's rows there without being told.
-* **Tables appear by themselves.** The first call creates the four tables
-  (:mod:`.schema`) if missing, under a transaction-level advisory lock, so
-  two processes starting at once do not collide.
+* **Forget finds it.** Before its first append, a log records its database and table
+  (without the password: ``user=app dbname=agents host=db table=runs``, the table left out
+  when it is the default) in the data folder's ``places.jsonl``
+  (:mod:`agentic_loop.text_places`), so ``agentic-loop forget`` erases a user's rows there
+  without being told. The table can be named in the connection string itself
+  (``postgresql://app@db/agents?table=runs``: :func:`~.schema.split_table`) or by ``table=``.
+* **Tables appear by themselves.** The first call that writes or reads creates the four
+  tables (:mod:`.schema`) if missing, under a transaction-level advisory lock, so two
+  processes starting at once do not collide. An erasure never creates them: a log whose
+  tables are missing has nothing to erase.
+* **A bad connection string is refused at once**, as a
+  :class:`~agentic_loop.errors.ConfigError` that shows the string with its password masked
+  (never the parser's message, which may quote the password).
 
 Example (with a server: ``dsn`` as ``postgresql://user@host/db``)::
 
@@ -46,10 +53,17 @@ Example (with a server: ``dsn`` as ``postgresql://user@host/db``)::
 Without one, the name says where it points, never the password:
     >>> PostgresTrajectoryLog("postgresql://app:s3cret@db/agents")
     PostgresTrajectoryLog('user=app dbname=agents host=db')
+    >>> PostgresTrajectoryLog("postgresql://app:s3cret@db/agents?table=runs").names.runs
+    'runs'
+    >>> PostgresTrajectoryLog("postgresql://app:s3 cret@db/agents")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agentic_loop.errors.ConfigError: dsn 'postgresql://app:***@db/agents' is not a connection...
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -72,7 +86,10 @@ from agentic_loop.trajectory_stores.schema import (
     DEFAULT_TABLE,
     TableNames,
     create_sql,
+    redacted,
     safe_dsn,
+    split_table,
+    with_table,
     without_nul,
 )
 
@@ -86,24 +103,59 @@ T = TypeVar("T")
 #: Seconds a call keeps retrying a lost connection (a Postgres restart takes a few).
 DEFAULT_RETRY_S = 15.0
 _CONNECT_TIMEOUT_S = 5
+#: Seconds one attempt waits for a pooled connection before asking the server why not.
+_ATTEMPT_S = 2.0
+
+
+def _conninfo(dsn: str) -> dict[str, Any]:
+    """``dsn``'s parameters (empty without psycopg: its first call says so)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return {}
+    return conninfo_to_dict(dsn)
+
+
+def _refused(cause: Exception) -> bool:
+    """Whether the server refused the connection's credentials (no use retrying)."""
+    text = str(cause).lower()
+    return "password" in text or "authentication failed" in text
+
+
+def _check_dsn(dsn: str) -> None:
+    """Refuse a connection string libpq cannot parse, naming it with its password masked."""
+    try:
+        _conninfo(dsn)
+    except Exception:  # noqa: BLE001 - the parser's message may quote the password
+        raise ConfigError(
+            f"dsn {redacted(dsn)!r} is not a connection string Postgres can parse; write it "
+            "as postgresql://user:password@host:5432/db (percent-encode spaces and other "
+            "special characters) or as key=value pairs such as 'host=db dbname=agents "
+            "user=app'") from None
 
 
 class PostgresTrajectoryLog:
     """Trajectories, feedback, reviews and consent in four Postgres tables (see the module)."""
 
-    def __init__(self, dsn: str, *, table: str = DEFAULT_TABLE, pool_size: int = 4,
+    def __init__(self, dsn: str, *, table: str | None = None, pool_size: int = 4,
                  retry_s: float = DEFAULT_RETRY_S) -> None:
         if not isinstance(dsn, str) or not dsn.strip():
             raise ConfigError(f"dsn={dsn!r}: pass a Postgres connection string such as "
                               "postgresql://user@host:5432/db")
+        bare, named = split_table(dsn.strip())
+        if table is not None and named is not None and table != named:
+            raise ConfigError(f"table={table!r} but the connection string names table "
+                              f"{named!r}: name the table once")
+        _check_dsn(bare)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ConfigError(f"pool_size={pool_size!r}: pass an integer >= 1")
         if not retry_s >= 0:
             raise ConfigError(f"retry_s={retry_s!r}: pass seconds >= 0")
-        self.names = TableNames.of(table)
-        self.dsn = dsn
-        #: the connection string without its password (messages, reports, places)
-        self.location = safe_dsn(dsn)
+        self.names = TableNames.of(table or named or DEFAULT_TABLE)
+        self.dsn = bare
+        #: the connection string without its password, with the table unless it is the
+        #: default one (messages, reports, places; a log opened on it writes the same tables)
+        self.location = with_table(safe_dsn(bare), self.names.runs)
         self.pool_size = pool_size
         self.retry_s = float(retry_s)
         self._pool: ConnectionPool[Any] | None = None
@@ -115,13 +167,12 @@ class PostgresTrajectoryLog:
     def _connections(self) -> ConnectionPool[Any]:
         if self._pool is None:
             try:
-                from psycopg.conninfo import conninfo_to_dict
                 from psycopg_pool import ConnectionPool
             except ImportError as exc:
                 raise StorageError(f"the Postgres trajectory log {self.location} needs psycopg "
                                    f"and psycopg_pool ({exc}); install agentic-loop[postgres]"
                                    ) from None
-            extra = ({} if "connect_timeout" in conninfo_to_dict(self.dsn)
+            extra = ({} if "connect_timeout" in _conninfo(self.dsn)
                      else {"connect_timeout": _CONNECT_TIMEOUT_S})
             pool: ConnectionPool[Any] = ConnectionPool(
                 self.dsn, min_size=1, max_size=self.pool_size, kwargs=extra, open=False,
@@ -130,8 +181,9 @@ class PostgresTrajectoryLog:
             self._pool = pool
         return self._pool
 
-    def _run(self, what: str, work: Callable[[Connection[Any]], T]) -> T:
-        """``work`` in one transaction; connection errors retried for ``retry_s`` seconds."""
+    def _run(self, what: str, work: Callable[[Connection[Any]], T], *, create: bool = True) -> T:
+        """``work`` in one transaction; connection errors retried for ``retry_s`` seconds;
+        the tables created first unless ``create`` is false."""
         import psycopg
 
         deadline = time.monotonic() + self.retry_s
@@ -139,19 +191,22 @@ class PostgresTrajectoryLog:
         while True:
             attempts += 1
             try:
-                left = max(deadline - time.monotonic(), 1.0)
+                left = max(min(deadline - time.monotonic(), _ATTEMPT_S), 1.0)
                 with self._connections().connection(timeout=left) as conn:
-                    if not self._ready:
+                    if create and not self._ready:
                         self._create(conn)
                     with conn.transaction():
                         return work(conn)
             except psycopg.OperationalError as exc:  # the server is away: wait, try again
-                if time.monotonic() + delay > deadline:
+                # a refused password stays refused: said at once (the first failure asks why)
+                cause = self._cause(exc) if attempts == 1 else exc
+                if _refused(cause) or time.monotonic() + delay > deadline:
+                    cause = cause if cause is not exc else self._cause(exc)
                     raise StorageError(
                         f"could not {what} the Postgres trajectory log {self.location} after "
-                        f"{attempts} attempt(s) over {self.retry_s:g} s ({type(exc).__name__}: "
-                        f"{str(exc).strip()[:300]}); start the server or fix the address, "
-                        "then try again (nothing committed before is lost)") from exc
+                        f"{attempts} attempt(s) over {self.retry_s:g} s ({type(cause).__name__}: "
+                        f"{str(cause).strip()[:300]}); {self._remedy(cause)}, then try again "
+                        "(nothing committed before is lost)") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except psycopg.Error as exc:
@@ -159,6 +214,30 @@ class PostgresTrajectoryLog:
                     f"could not {what} the Postgres trajectory log {self.location} "
                     f"({type(exc).__name__}: {str(exc).strip()[:300]}); check the user's rights "
                     f"on the tables {self.names.runs}* in that database") from exc
+
+    def _cause(self, exc: Exception) -> Exception:
+        """The server's own reason for a failed connection: the pool only says it timed out
+        (it logs the reason), so one direct connection asks again."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        if not isinstance(exc, PoolTimeout):
+            return exc
+        try:
+            psycopg.connect(self.dsn, connect_timeout=2).close()  # libpq's least
+        except psycopg.Error as direct:
+            return direct
+        return exc
+
+    def _remedy(self, cause: Exception) -> str:
+        """What to do about a connection that failed with ``cause``."""
+        if not _refused(cause):
+            return "start the server or fix the address"
+        if "password" in _conninfo(self.dsn) or os.environ.get("PGPASSWORD"):
+            return "fix the password (or the user's entry in the server's pg_hba.conf)"
+        return ("the server asks for a password and this connection string has none (a "
+                "recorded place never keeps one): pass the string with it, such as "
+                f"'{self.location} password=PASSWORD', or set PGPASSWORD or a ~/.pgpass line")
 
     def _create(self, conn: Connection[Any]) -> None:
         with conn.transaction():
@@ -283,8 +362,16 @@ class PostgresTrajectoryLog:
         what went (see :func:`~.erase.erase_rows`). ``dry_run``: count only."""
         if user_id_hash is None and before is None:
             raise ConfigError("erase needs user_id_hash, before, or both; it never erases all")
-        return self._run("erase from", lambda conn: erase_rows(
-            conn, self.names, user_id_hash=user_id_hash, before=before, dry_run=dry_run))
+
+        def work(conn: Connection[Any]) -> DatabaseErasure:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.names.runs,)
+                               ).fetchone()
+            if not (self._ready or (row and row[0])):
+                return DatabaseErasure()  # no tables, nothing to erase (and none made)
+            return erase_rows(conn, self.names, user_id_hash=user_id_hash, before=before,
+                              dry_run=dry_run)
+
+        return self._run("erase from", work, create=False)
 
     def forget_user(self, user_id_hash: str) -> dict[str, int]:
         """Erase every row of one user (by the hash runs store, :func:`hash_user_id`) from every

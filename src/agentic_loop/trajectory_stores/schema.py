@@ -14,6 +14,14 @@ character in ``JSONB`` (or ``TEXT``), which a trajectory may carry in an
 error or in metadata (its drafts are cleaned): each NUL is stored as
 U+FFFD, the one change a record goes through.
 
+A log names its table in its connection string too, as a ``table``
+parameter that libpq itself never accepts (so it cannot clash with a real
+one): ``postgresql://app@db/agents?table=runs`` or ``user=app dbname=agents
+table=runs``. That is how a log records where it writes (the data folder's
+``places.jsonl`` keeps one string per place) and how ``forget`` is pointed
+at a log whose table is not the default: :func:`split_table` takes it out
+before psycopg sees the string, :func:`with_table` puts it back.
+
 Example:
     >>> names = TableNames.of("runs")
     >>> names.feedback, names.lock_key
@@ -26,6 +34,12 @@ Example:
     {'errors': ['bad \\ufffd'], 'n': 1}
     >>> safe_dsn("postgresql://app:s3cret@db:5432/agents")
     'user=app dbname=agents host=db port=5432'
+    >>> split_table("postgresql://app@db/agents?table=runs")
+    ('postgresql://app@db/agents', 'runs')
+    >>> safe_dsn("postgresql://app:s3cret@db/agents?table=runs")
+    'user=app dbname=agents host=db table=runs'
+    >>> redacted("host=db password='s 3' dbname=a"), redacted("postgresql://app:pw@db/a")
+    ('host=db password=*** dbname=a', 'postgresql://app:***@db/a')
 """
 
 from __future__ import annotations
@@ -36,10 +50,16 @@ from typing import Any
 
 from agentic_loop.errors import ConfigError
 
-__all__ = ["DEFAULT_TABLE", "TableNames", "create_sql", "database_key", "safe_dsn", "without_nul"]
+__all__ = ["DEFAULT_TABLE", "TableNames", "create_sql", "database_key", "redacted", "safe_dsn",
+           "split_table", "with_table", "without_nul"]
 
 DEFAULT_TABLE = "agentic_loop_trajectories"
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
+_URL = re.compile(r"^\s*postgres(?:ql)?://", re.IGNORECASE)
+_TABLE_WORD = re.compile(r"(?:^|\s+)table\s*=\s*(\S*)")
+_SECRETS = ((re.compile(r"(://[^/@?:]*:).*@"), r"\1***@"),  # postgresql://user:PASSWORD@
+            (re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s&]*)", re.IGNORECASE),
+             r"\1***"))
 
 
 @dataclass(frozen=True)
@@ -99,34 +119,84 @@ def without_nul(value: Any) -> Any:
     return value
 
 
+def split_table(dsn: str) -> tuple[str, str | None]:
+    """``dsn`` without its ``table`` parameter (see the module), and that table (``None``:
+    not named). A table that is not a plain lower-case SQL name is a ConfigError.
+
+    >>> split_table("user=app table=runs dbname=a"), split_table("postgresql:///a?host=/s")
+    (('user=app dbname=a', 'runs'), ('postgresql:///a?host=/s', None))
+    """
+    table: str | None = None
+    if _URL.match(dsn):
+        head, sep, query = dsn.partition("?")
+        kept = []
+        for part in query.split("&") if sep else []:
+            if part.startswith("table="):
+                table = part[len("table="):]
+            else:
+                kept.append(part)
+        dsn = head + (f"?{'&'.join(kept)}" if kept else "")
+    else:
+        found = _TABLE_WORD.search(dsn)
+        if found:
+            table = found.group(1)
+            dsn = (dsn[:found.start()] + dsn[found.end():]).strip()
+    if table is not None:
+        TableNames.of(table)  # a bad name is refused here, before any SQL
+    return dsn, table
+
+
+def with_table(location: str, table: str) -> str:
+    """``location`` (a key=value connection string) naming ``table`` when it is not the
+    default one (so a default log's place reads as it always did).
+
+    >>> with_table("user=app dbname=a", "runs"), with_table("dbname=a", DEFAULT_TABLE)
+    ('user=app dbname=a table=runs', 'dbname=a')
+    """
+    return location if table == DEFAULT_TABLE else f"{location} table={table}"
+
+
+def redacted(dsn: str) -> str:
+    """``dsn`` as given with any password masked, for naming a string that does not parse."""
+    for secret, mask in _SECRETS:
+        dsn = secret.sub(mask, dsn)
+    return dsn
+
+
 def safe_dsn(dsn: str) -> str:
-    """A connection string with its password left out (for messages, reports and places)."""
+    """A connection string with its password left out (for messages, reports and places),
+    naming its table when the string does (see the module)."""
     try:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
     except ImportError:  # pragma: no cover - psycopg comes with the postgres extra
-        return dsn.split("@")[-1]
+        return redacted(dsn)
     try:
-        params = conninfo_to_dict(dsn)
+        bare, table = split_table(dsn)
+        params = conninfo_to_dict(bare)
     except Exception:  # noqa: BLE001 - not a connection string: show no part that may be secret
         return "<unparsable connection string>"
-    return make_conninfo(**{k: str(v) for k, v in params.items() if k != "password"})
+    location = make_conninfo(**{k: str(v) for k, v in params.items() if k != "password"})
+    return with_table(location, table or DEFAULT_TABLE)
 
 
 def database_key(dsn: str) -> str:
-    """The same for two spellings of one database (a URL or key=value, with or without the
-    password and a connect timeout).
+    """The same for two spellings of one log (a URL or key=value, with or without the
+    password and a connect timeout; the default table named or not).
 
     >>> url, conninfo = "postgresql://app:pw@db/agents", "user=app host=db dbname=agents"
-    >>> database_key(url) == database_key(conninfo)
-    True
+    >>> database_key(url) == database_key(conninfo), database_key(url + "?table=x") == (
+    ...     database_key(conninfo))
+    (True, False)
     """
     try:
         from psycopg.conninfo import conninfo_to_dict
 
-        params = conninfo_to_dict(dsn)
+        bare, table = split_table(dsn)
+        params = conninfo_to_dict(bare)
     except Exception:  # noqa: BLE001 - no psycopg, or not a connection string: as given
         return dsn
-    return " ".join(f"{k}={params[k]}" for k in sorted(params)
-                    if k not in ("password", "connect_timeout"))
+    return with_table(" ".join(f"{k}={params[k]}" for k in sorted(params)
+                               if k not in ("password", "connect_timeout")),
+                      table or DEFAULT_TABLE)
 
 

@@ -80,13 +80,14 @@ from agentic_loop.distill.forget.trajectory_db import (
     erase_databases,
     split_databases,
     unique_databases,
+    withdraw_in,
 )
-from agentic_loop.errors import ConfigError
+from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import TextEmbedder, read_collections
 from agentic_loop.text_places import data_root
 from agentic_loop.trajectories import TrajectoryLog, hash_user_id
-from agentic_loop.trajectory_stores import PostgresTrajectoryLog, safe_dsn
+from agentic_loop.trajectory_stores import safe_dsn
 
 __all__ = [
     "DEFAULT_AUDIT_LOG",
@@ -362,27 +363,37 @@ def withdraw_consent(user_id: str, *, data: PathArg | None = None, trajectories:
                      actor: str | None = None) -> int:
     """Record that a user withdrew consent beside every trajectory log; return how many logs.
 
-    Their runs stay (the service may still need them) but every later export
-    leaves them out (the logs apply the latest consent to all of a user's
-    runs; the export drops refused runs whatever its consent option).
+    The logs are those :func:`forget_user` erases: the given ones (files and
+    ``postgresql://`` URLs), else the data folder's, plus every trajectory
+    log and database recorded in the ``places.jsonl`` of the data folder and
+    beside those logs. Their runs stay (the service may still need them) but
+    every later export leaves them out (the logs apply the latest consent to
+    all of a user's runs; the export drops refused runs whatever its consent
+    option). A database out of reach is a StorageError naming it and how to
+    reach it, raised after the others recorded the withdrawal (and the audit
+    line names it): run it again once it can be reached.
     """
     if not isinstance(user_id, str) or not user_id.strip():
         raise ConfigError(f"user_id={user_id!r}: pass the id the user's runs were made with")
     roots = _data(data)
     trajectories, databases = split_databases(trajectories)
-    files = trajectory_files(_paths(trajectories, [r / "trajectories" for r in roots],
-                                    "trajectories"))
+    known = recorded_places(roots)
+    files = trajectory_files(_paths(trajectories, [*(r / "trajectories" for r in roots),
+                                                   *known.trajectories], "trajectories"))
+    recorded = recorded_places([*roots, *dict.fromkeys(f.parent for f in files)], skip=files)
     for folder in dict.fromkeys(f.parent for f in files):  # one consent log per folder
         TrajectoryLog(folder).record_consent(user_id, False, salt=salt)
-    for url in dict.fromkeys(databases):
-        with PostgresTrajectoryLog(url) as db:
-            db.record_consent(user_id, False, salt=salt)
+    reached, unreached = withdraw_in([*databases, *(p.path for p in recorded.databases)],
+                                     user_id, salt=salt)
     audit = _audit_path(audit_log, roots[0])
-    if audit is not None and (files or databases):
+    if audit is not None and (files or reached or unreached):
         _audit(audit, ErasureAudit(
             action="withdraw_consent", actor=_actor(actor),
             subject=subject_digest(hash_user_id(user_id, salt)),
-            counts={"logs": len(files) + len(set(databases))},
-            stores={"trajectories": [*(str(f) for f in files),
-                                     *(safe_dsn(u) for u in databases)]}))
-    return len(files) + len(set(databases))
+            counts={"logs": len(files) + len(reached)},
+            stores={"trajectories": [*(str(f) for f in files), *reached]},
+            unreached=[p.path for p in unreached]))
+    if unreached:
+        raise StorageError(f"consent withdrawal recorded in {len(files) + len(reached)} "
+                           "log(s) but not in: " + "; ".join(p.warning() for p in unreached))
+    return len(files) + len(reached)

@@ -10,8 +10,11 @@ same :class:`~.logs.RunErasure` as the files: the erased runs' ids and
 texts lead on to memory records and dataset rows, and the report lists the
 database (without its password) with the rows erased there. Besides the
 databases given, every one a log recorded in ``places.jsonl`` (kind
-``database``: :mod:`agentic_loop.text_places`) is reached. A database that
-cannot be reached is a warning in the report, never skipped silently.
+``database``: :mod:`agentic_loop.text_places`), in the table it recorded, is
+reached. A database that cannot be reached is a warning in the report, never
+skipped silently; a recorded place has no password, so for a server that asks
+for one the warning says to give forget the database with its password (it is
+then reached once, by the string given).
 
 Example:
     >>> split_databases(["data/trajectories", "postgresql://app@db/agents"])
@@ -31,9 +34,14 @@ from agentic_loop.distill.forget.logs import RunErasure, _run_texts
 from agentic_loop.distill.forget.recorded import PlaceResult
 from agentic_loop.distill.forget.selection import Selection
 from agentic_loop.errors import AgenticLoopError
-from agentic_loop.trajectory_stores import PostgresTrajectoryLog, database_key, is_database_url
+from agentic_loop.trajectory_stores import (
+    PostgresTrajectoryLog,
+    database_key,
+    is_database_url,
+    safe_dsn,
+)
 
-__all__ = ["WHAT", "erase_databases", "split_databases", "unique_databases"]
+__all__ = ["WHAT", "erase_databases", "split_databases", "unique_databases", "withdraw_in"]
 
 P = TypeVar("P", bound="str | os.PathLike[str]")
 #: How the report names a Postgres trajectory log.
@@ -69,14 +77,13 @@ def erase_databases(urls: Sequence[str], selection: Selection, into: RunErasure,
     ``dry_run``), adding it to ``into``; return the databases that could not be reached."""
     problems: list[PlaceResult] = []
     for url in unique_databases(urls):
-        with PostgresTrajectoryLog(url, retry_s=5.0) as log:
-            try:
+        try:
+            with PostgresTrajectoryLog(url, retry_s=5.0) as log:
                 gone = log.erase(user_id_hash=selection.user_hash, before=selection.before,
                                  dry_run=dry_run)
-            except AgenticLoopError as exc:
-                problems.append(PlaceResult(kind="trajectories", path=log.location, what=WHAT,
-                                            problem=str(exc)))
-                continue
+        except AgenticLoopError as exc:
+            problems.append(_unreached(url, exc))
+            continue
         into.known |= gone.known
         for run in gone.runs:
             into.ids.add(str(run.get("id")))
@@ -89,3 +96,29 @@ def erase_databases(urls: Sequence[str], selection: Selection, into: RunErasure,
         if gone.total:
             into.per_file[log.location] = into.per_file.get(log.location, 0) + gone.total
     return problems
+
+
+def withdraw_in(urls: Sequence[str], user_id: str, *,
+                salt: str | None) -> tuple[list[str], list[PlaceResult]]:
+    """Record in each database of ``urls`` that ``user_id`` withdrew consent; return the
+    databases reached (without their passwords) and those that could not be."""
+    reached: list[str] = []
+    problems: list[PlaceResult] = []
+    for url in unique_databases(urls):
+        try:
+            with PostgresTrajectoryLog(url, retry_s=5.0) as log:
+                log.record_consent(user_id, False, salt=salt)
+        except AgenticLoopError as exc:
+            problems.append(_unreached(url, exc))
+            continue
+        reached.append(log.location)
+    return reached, problems
+
+
+def _unreached(url: str, exc: AgenticLoopError) -> PlaceResult:
+    """A database out of reach, with what to pass forget when it wants a password."""
+    problem = str(exc)
+    if "password=PASSWORD" in problem:  # the log's hint: no password in a recorded place
+        problem += ("; give forget that string (-t/--trajectories, trajectories= in Python) "
+                    "and run it again")
+    return PlaceResult(kind="trajectories", path=safe_dsn(url), what=WHAT, problem=problem)
