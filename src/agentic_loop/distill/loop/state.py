@@ -15,9 +15,12 @@ this folder's) is refused on open with an :class:`ImproveStateError` naming
 the file, the first problem and the fix, before any stage trusts it.
 
 The watermark is what a pool read from trajectory logs has used: the
-creation time of the newest trajectory taken, and the ids taken at exactly
-that time. A round takes only trajectories past it, so no round re-reads
-what an earlier one used.
+creation time of the newest trajectory taken (``at``), and the ids of every
+run taken that was created within a lateness window (``grace_s``, an hour
+by default) before it. No round re-reads what an earlier one used, and a run
+that reaches a log late (a write retried through a Postgres restart, a host
+whose clock lags) after a round took newer runs is still taken while it is
+inside the window: up to ``grace_s`` late, exactly once; later, missed.
 
 Example:
     >>> import tempfile, pathlib
@@ -42,18 +45,18 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.paths import make_dir
 from agentic_loop.trajectories import Trajectory
 
-__all__ = ["STAGES", "ImproveStateError", "RoundState", "Watermark", "write_json"]
+__all__ = ["GRACE_S", "STAGES", "ImproveStateError", "RoundState", "Watermark", "write_json"]
 
 #: The stages of one round, in order.
 STAGES: tuple[str, ...] = ("grow", "hint", "data", "train", "gate", "register")
@@ -205,23 +208,54 @@ class RoundState:
         write_json(self.path, self.data)
 
 
-class Watermark(BaseModel):
-    """How far a trajectory-fed pool has read: the newest creation time taken, and its ids.
+#: How late (seconds after its creation time) a run may reach a log and still be taken.
+GRACE_S = 3600.0
 
-    A pydantic record; its JSON (``model_dump(mode="json")``, the ids sorted) is
-    the watermark file.
+
+class Watermark(BaseModel):
+    """How far a trajectory-fed pool has read, with a lateness window for runs that come late.
+
+    ``at`` is the newest creation time taken; ``floor`` is ``at - grace_s``
+    (it never moves back); ``ids`` holds every taken run created at or after
+    ``floor``, with its creation time. A run is new when it was created after
+    ``at``, or at or after ``floor`` with an id not in ``ids``.
+
+    Guarantee: a run that reaches a log up to ``grace_s`` late (until a round
+    has taken a run created more than ``grace_s`` after it) is taken exactly
+    once. A run later than that is missed: never taken, and never taken
+    twice. Clock skew counts as lateness, and a host whose clock runs ahead
+    moves ``at`` on for everyone: keep hosts' clocks well within ``grace_s``.
+    Memory is bounded: only the ids of runs created within the window are kept.
+
+    A pydantic record; its JSON (``model_dump(mode="json")``, the ids sorted)
+    is the watermark file. A file of the older shape (``at`` and a list of the
+    ids taken at exactly ``at``) loads as a window that starts at ``at``:
+    nothing taken before is taken again, and the window widens to
+    ``grace_s`` as ``at`` moves on.
+
+    >>> from datetime import timedelta
+    >>> t = Trajectory(architecture="a", model_id="m", task="t")
+    >>> late = Trajectory(architecture="a", model_id="m", task="t",
+    ...                   created_at=t.created_at - timedelta(minutes=10))
+    >>> mark = Watermark().after([t])
+    >>> mark.is_new(t), mark.is_new(late)          # late: 10 minutes < grace_s
+    (False, True)
+    >>> mark.after([late]).is_new(late)
+    False
     """
 
     model_config = ConfigDict(frozen=True)
 
     at: datetime | None = None
-    ids: frozenset[str] = frozenset()
+    floor: datetime | None = None
+    grace_s: float = Field(default=GRACE_S, ge=0, allow_inf_nan=False)
+    ids: dict[str, datetime] = Field(default_factory=dict)
 
     @field_serializer("ids")
-    def _sorted_ids(self, ids: frozenset[str]) -> list[str]:
-        return sorted(ids)
+    def _sorted_ids(self, ids: dict[str, datetime]) -> dict[str, str]:
+        return {i: ids[i].isoformat() for i in sorted(ids)}
 
-    @field_serializer("at")
+    @field_serializer("at", "floor")
     def _iso_time(self, at: datetime | None) -> str | None:
         return at.isoformat() if at else None
 
@@ -231,45 +265,57 @@ class Watermark(BaseModel):
         if not path.is_file():
             return cls()
         data = _read_json(path, "watermark")
+        if isinstance(data.get("ids"), list):  # the older shape: the ids taken at exactly `at`
+            at = data.get("at")
+            data = {**data, "floor": data.get("floor", at),
+                    "ids": {str(i): at for i in data["ids"]} if at else {}}
         try:
-            at = datetime.fromisoformat(data["at"]) if data.get("at") else None
-        except (TypeError, ValueError):
-            raise ImproveStateError(f"the watermark {path} holds no valid time ({data.get('at')!r}"
-                                    "); delete it to read every trajectory again") from None
-        ids = data.get("ids", [])
-        if not isinstance(ids, list):
-            raise ImproveStateError(f"the watermark {path} holds ids that are not a list "
-                                    f"({type(ids).__name__}); delete it to read every trajectory "
-                                    "again")
-        return cls(at=at, ids=frozenset(str(i) for i in ids))
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "the file"
+            raise ImproveStateError(
+                f"the watermark {path} does not have the shape improve writes ({where}: "
+                f"{first['msg']}); delete it to read every trajectory again") from None
 
     def save(self, path: Path) -> None:
         """Write the watermark atomically."""
         write_json(path, self.model_dump(mode="json"))
 
+    def _floor(self) -> datetime | None:
+        """Where the window starts (a watermark made without one: at ``at``)."""
+        return self.floor if self.floor is not None else self.at
+
     def is_new(self, trajectory: Trajectory) -> bool:
-        """True when ``trajectory`` is past the watermark (not read by an earlier round).
+        """True when ``trajectory`` was not taken before and is not too late to take.
 
         >>> from datetime import timedelta
         >>> t = Trajectory(architecture="a", model_id="m", task="t")
-        >>> Watermark().is_new(t), Watermark(at=t.created_at, ids={t.id}).is_new(t)
+        >>> Watermark().is_new(t), Watermark(at=t.created_at, ids={t.id: t.created_at}).is_new(t)
         (True, False)
         >>> Watermark(at=t.created_at - timedelta(seconds=1)).is_new(t)
         True
+        >>> Watermark(at=t.created_at + timedelta(hours=2),
+        ...           floor=t.created_at + timedelta(hours=1)).is_new(t)   # over an hour late
+        False
         """
-        if self.at is None:
+        floor = self._floor()
+        if self.at is None or floor is None:
             return True
-        return trajectory.created_at > self.at or (trajectory.created_at == self.at
-                                                   and trajectory.id not in self.ids)
+        created = trajectory.created_at
+        return created > self.at or (created >= floor and trajectory.id not in self.ids)
 
     def after(self, taken: Iterable[Trajectory]) -> Watermark:
-        """The watermark once ``taken`` have been read too."""
+        """The watermark once ``taken`` (runs that :meth:`is_new` accepted) have been read too."""
         runs: Sequence[Trajectory] = list(taken)
         if not runs:
             return self
         newest = max(t.created_at for t in runs)
-        if self.at is not None and newest < self.at:
-            return self
-        at_newest = {t.id for t in runs if t.created_at == newest}
-        ids = at_newest | (set(self.ids) if newest == self.at else set())
-        return Watermark(at=newest, ids=frozenset(ids))
+        at = newest if self.at is None else max(self.at, newest)
+        floor = at - timedelta(seconds=self.grace_s)
+        before = self._floor()
+        if before is not None:
+            floor = max(floor, before)
+        ids = {**self.ids, **{t.id: t.created_at for t in runs}}
+        return Watermark(at=at, floor=floor, grace_s=self.grace_s,
+                         ids={i: c for i, c in ids.items() if c >= floor})
