@@ -28,13 +28,24 @@ from rich.markup import escape
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, progress_bar
 from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
+from agentic_loop.cli.train import UseVllmFlag, VllmModeFlag
 from agentic_loop.errors import ConfigError
 from agentic_loop.tables import Col, FitTable, percent
 
 if TYPE_CHECKING:
     from agentic_loop.distill.loop.records import ImproveResult, Rate
 
-__all__ = ["StageDisplay", "improve_command", "judged_line", "parse_numbers", "print_rounds"]
+__all__ = ["NumProcessesFlag", "RoundParallelFlag", "StageDisplay", "improve_command",
+           "judged_line", "parse_numbers", "print_rounds", "train_stage_line"]
+
+#: How each round's train stage runs (shared with `flywheel run`).
+RoundParallelFlag = Annotated[str, typer.Option(
+    "--parallel", help="Train stage: none (in this process), or auto, ddp, fsdp, zero3: "
+                       "accelerate launch through the shipped configuration (auto: DDP on "
+                       "2+ GPUs, in-process otherwise).")]
+NumProcessesFlag = Annotated[Optional[int], typer.Option(  # noqa: UP045 - typer needs Optional
+    "--num-processes", help="Train stage: launched processes (default: one per GPU; with no "
+                            "GPU, --parallel ddp launches N CPU processes).")]
 
 
 def parse_numbers(text: str, flag: str) -> tuple[float, ...]:
@@ -160,6 +171,10 @@ def improve_command(
         "agreement (Spearman, kappa) is at least this.")] = 0.7,
     min_labels: Annotated[int, typer.Option(
         "--min-labels", help="Labels the agreement alarm needs before it can refuse.")] = 20,
+    parallel: RoundParallelFlag = "none",
+    num_processes: NumProcessesFlag = None,
+    use_vllm: UseVllmFlag = None,
+    vllm_mode: VllmModeFlag = "colocate",
     verbose: VerboseFlag = False,
 ) -> None:
     """Improve the model in rounds: sample the pool, train on what passed, gate, promote.
@@ -180,6 +195,11 @@ def improve_command(
     by the agent: grow, hint and gate; the table's notes give each round's tool use:
 
         agentic-loop improve --tasks tool_pool.jsonl --golden tool_golden.jsonl --first-tool-call
+
+    Each round's training on 8 GPUs, a full fine-tune sharded by FSDP (the exact launch line
+    goes into each round's state.json):
+
+        agentic-loop improve --tasks pool.jsonl --golden g.jsonl --full --parallel fsdp
     """
     from agentic_loop.distill.loop.improve import ImproveSettings, improve
 
@@ -197,13 +217,28 @@ def improve_command(
         judge=judge, principles=str(principles) if principles is not None else None,
         min_rank_gap=min_rank_gap, review_logs=tuple(str(p) for p in review_logs or ()),
         agreement_threshold=agreement_threshold, min_labels=min_labels,
+        parallel=parallel, num_processes=num_processes,  # type: ignore[arg-type]
+        use_vllm=use_vllm, vllm_mode=vllm_mode,
         train_options=train_options, export_options={"pii": pii},
         eval_options={"min_tasks": min_tasks})
+    console.print(train_stage_line(settings), highlight=False, soft_wrap=True)
     with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
         result = improve(tasks, golden=golden, registry=registry, work_dir=work,
                          trajectories=from_trajectories, settings=settings,
                          progress=StageDisplay(bar))
     print_rounds(result)
+
+
+def train_stage_line(settings: Any) -> str:
+    """How every round will train here (refusing, before any sampling, what cannot run).
+
+    >>> from agentic_loop.distill.loop.settings import ImproveSettings
+    >>> train_stage_line(ImproveSettings())
+    'train stage: in-process (--parallel none)'
+    """
+    from agentic_loop.distill.loop.launch import preflight
+
+    return "train stage: " + escape(preflight(settings).line())
 
 
 def judged_line(judged: Any) -> str:
@@ -278,6 +313,10 @@ def print_rounds(result: ImproveResult) -> None:
     for r in result.reports:  # what the table has no room for: how hints went, what was dropped
         if r.details():
             console.print(f"round {r.round}: {escape(r.details())}", highlight=False)
+        launch = getattr(r.train, "launch", None)
+        if launch:
+            console.print(f"round {r.round}: train {escape(launch)}", highlight=False,
+                          soft_wrap=True)
         judged = judged_line(getattr(r, "judged", None))
         if judged:
             console.print(f"round {r.round}: {escape(judged)}", highlight=False, soft_wrap=True)

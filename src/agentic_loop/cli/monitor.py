@@ -59,7 +59,9 @@ from rich.markup import escape
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import DATA_DEFAULT, console, in_data_dir
+from agentic_loop.cli.improve import NumProcessesFlag, RoundParallelFlag, train_stage_line
 from agentic_loop.cli.release import DEFAULT_REGISTRY, REGISTRY_HELP, open_registry
+from agentic_loop.cli.train import UseVllmFlag, VllmModeFlag
 from agentic_loop.clock import utc_stamp
 from agentic_loop.errors import ConfigError
 from agentic_loop.tables import Col, FitTable, percent
@@ -273,6 +275,10 @@ def run_command(
     status_port: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--status-port", help="Serve the status page, /status.json and /metrics here.")
     ] = None,
+    parallel: RoundParallelFlag = "none",
+    num_processes: NumProcessesFlag = None,
+    use_vllm: UseVllmFlag = None,
+    vllm_mode: VllmModeFlag = "colocate",
 ) -> None:
     """Run the flywheel service over a registry until stopped (SIGTERM, Ctrl-C).
 
@@ -287,7 +293,9 @@ def run_command(
     from agentic_loop.distill.loop.settings import ImproveSettings
 
     improve = ImproveSettings(samples=samples, method=method,
-                              train_options={"max_steps": train_steps},
+                              parallel=parallel,  # type: ignore[arg-type]
+                              num_processes=num_processes, use_vllm=use_vllm,
+                              vllm_mode=vllm_mode, train_options={"max_steps": train_steps},
                               eval_options={"min_tasks": min_tasks})
     ramp = RampSettings(stages=_stages(stages), min_runs=min_runs_per_stage,
                         min_breach_runs=min(20, min_runs_per_stage),
@@ -298,6 +306,8 @@ def run_command(
 
     def say(line: str) -> None:
         console.print(f"{utc_stamp()} {escape(line)}", highlight=False, soft_wrap=True)
+
+    console.print(train_stage_line(settings.improve), highlight=False, soft_wrap=True)
 
     wheel = Flywheel(registry, trajectories, golden, work_dir, settings,
                      str(tasks) if tasks is not None else None, log=say)

@@ -277,25 +277,9 @@ def cli_args(settings: TrainSettings, data: Path, out: Path, base: str,
     >>> cli_args(s, Path("d"), Path("o"), "local", resume=False)[9:]
     ['--lora', '--no-merge', '--lora-target-modules', 'q_proj,v_proj', '--no-resume']
     """
-    from dataclasses import fields
+    from agentic_loop.distill.train.parallel import train_args
 
-    from agentic_loop.distill.train import TrainSettings
-
-    defaults = TrainSettings(method=settings.method)
-    args = ["train", "--data", str(data), "--out", str(out), "--method", settings.method,
-            "--base", base]
-    flags = {"merge_lora": ("", "--no-merge"), "use_vllm": ("--use-vllm", "--no-vllm")}
-    for field in fields(settings):
-        value = getattr(settings, field.name)
-        if field.name == "method" or value == getattr(defaults, field.name):
-            continue
-        if isinstance(value, bool):
-            on, off = flags.get(field.name, ("--" + field.name.replace("_", "-"), ""))
-            args += [flag for flag in ((on if value else off),) if flag]
-        else:
-            text = ",".join(value) if isinstance(value, tuple) else str(value)
-            args += ["--" + field.name.replace("_", "-"), text]
-    return args if resume else [*args, "--no-resume"]
+    return train_args(settings, data, out, base, resume)
 
 
 def print_dry_run(settings: TrainSettings, data: Path, out: Path, base: str,

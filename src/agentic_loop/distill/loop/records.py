@@ -293,6 +293,9 @@ class TrainSummary(BaseModel):
     model_dir: str
     steps: int
     loss: float | None = None
+    #: the accelerate launch line, or why the stage trained in-process (left out when unknown:
+    #: a round written before launches were recorded reports as it did)
+    launch: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Registration(BaseModel):

@@ -22,6 +22,11 @@ then the method's rows, gated by the agreement alarm), trains with the
 trainer the data stage names (``train_method``), and records which judge
 and method made the data (the data stage's ``judged``).
 
+The train stage runs in this process, or, with ``ImproveSettings.parallel``,
+as ``accelerate launch ... agentic-loop train`` through a shipped configuration
+(:mod:`~agentic_loop.distill.loop.launch`); its ``launch`` result names the
+exact command, or why it stayed in this process.
+
 A round given its runs (:class:`~agentic_loop.distill.loop.pool.GivenRuns`,
 the one-shot ``distill_loop``) records them as its ``grow`` stage and skips
 ``hint``; its other stages are the same code.
@@ -56,9 +61,10 @@ from agentic_loop.distill.loop.grow import (
     outcomes,
     pool_counts,
 )
+from agentic_loop.distill.loop.launch import launch_line, launched_train
 from agentic_loop.distill.loop.methods import handles, method_data, train_method
 from agentic_loop.distill.loop.pool import GivenRuns
-from agentic_loop.distill.loop.records import ImproveRound
+from agentic_loop.distill.loop.records import ImproveRound, TrainSummary
 from agentic_loop.distill.loop.report import (
     golden_stats,
     rate_stats,
@@ -247,12 +253,15 @@ class RoundRunner:
         label = method if method == s.method else f"{s.method}: {method}"
         self._start(state, f"train ({label})")
         # a refused alarm sets judged_reward "none": the round's record overrides the options
-        options = {**s.train_kwargs(), **dict(data.get("train_options") or {})}
-        result = self.backend.train(source, state.dir / "model", method=method,
-                                    base=state.data["model"], **options)
+        options = {**s.train_kwargs(method), **dict(data.get("train_options") or {})}
+        # --parallel: in this process, or `accelerate launch ... agentic-loop train` (.launch)
+        result, launch = launched_train(self.backend.train, s, source, state.dir / "model",
+                                        method=method, base=state.data["model"],
+                                        options=options, log=state.dir / "train.log")
         return {"model_dir": str(result.model_dir), "spec": result.spec,
                 "steps": sum(stage.steps for stage in result.stages),
-                "loss": result.card.metrics.get("final_train_loss"), "reused": result.skipped}
+                "loss": result.card.metrics.get("final_train_loss"),
+                "reused": result.skipped and launch.command is None, "launch": launch.record()}
 
     def _gate(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         from agentic_loop.distill.eval.evaluate import evaluate_models
@@ -372,7 +381,7 @@ def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
                           "hinted": hint["accepted"] if hint else 0,
                           "sft_rows": data.get("sft_rows", 0), "pairs": data.get("pairs", 0),
                           "prompts": data.get("prompts"), "dropped": data.get("dropped") or {}},
-        "train": train and {k: train[k] for k in ("model_dir", "steps", "loss")},
+        "train": train and {k: train[k] for k in ("model_dir", "steps", "loss")} | _launch(train),
         "golden": gate["golden"] if gate else None,
         "decision": gate["decision"] if gate else None,
         "reasons": gate["reasons"] if gate else [],
@@ -381,6 +390,14 @@ def round_report(state: RoundState, settings: ImproveSettings) -> ImproveRound:
         "ended": state.data.get("ended"),
         "agent": _agent_stats(grown, gate),
     })
+
+
+def _launch(train: dict[str, Any]) -> dict[str, Any]:
+    """The train stage's launch line for the report, where its summary has room for it."""
+    launch = train.get("launch")
+    if not launch or "launch" not in TrainSummary.model_fields:
+        return {}
+    return {"launch": launch_line(launch)}
 
 
 def _agent_stats(grown: dict[str, Any] | None, gate: dict[str, Any] | None

@@ -29,21 +29,23 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from agentic_loop.distill.train.parallel import PARALLEL, SHARDED
 from agentic_loop.distill.train.settings import METHODS
 from agentic_loop.errors import ConfigError
 
-__all__ = ["IMPROVE_METHODS", "JUDGED", "LOOP_METHODS", "ImproveSettings", "read_principles",
-           "train_method"]
+__all__ = ["IMPROVE_METHODS", "JUDGED", "LOOP_METHODS", "ROUND_PARALLEL", "ImproveSettings",
+           "read_principles", "train_method"]
 
-#: Settings a resume may change: the stop rules and the round budget.
-_RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency")
+#: Settings a resume may change: the stop rules, the round budget, how training spreads.
+_RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency", "parallel", "num_processes")
 #: Settings added later, left out of the fingerprint at their defaults: a run started before
 #: they existed keeps its fingerprint, so it still resumes.
 _LATER: dict[str, Any] = {"max_steps": 4, "first_tool_call": False, "judge": None,
                           "principles": None, "min_rank_gap": 2.0, "agreement_threshold": 0.7,
-                          "min_labels": 20, "review_logs": [], "promote": True}
+                          "min_labels": 20, "review_logs": [], "promote": True,
+                          "use_vllm": None, "vllm_mode": "colocate"}
 #: The loop-level methods resting on a judge, a reference or a vote, and the trainer each uses
 #: (:mod:`~agentic_loop.distill.loop.methods` makes their data).
 LOOP_METHODS: dict[str, str] = {"self-rewarding": "dpo", "spin": "dpo", "ttrl": "grpo",
@@ -54,6 +56,10 @@ JUDGED = frozenset({"self-rewarding", "ttrl", "constitutional"})
 _JUDGE_METHODS = ("self-rewarding", "constitutional", "grpo")
 #: Every method ``--method`` takes: the trainers' own, then the loop methods that rest on judges.
 IMPROVE_METHODS: tuple[str, ...] = (*METHODS, *LOOP_METHODS)
+#: How a round's train stage runs: in this process, or launched through a shipped accelerate
+#: configuration (:mod:`~agentic_loop.distill.loop.launch`).
+RoundParallel = Literal["none", "auto", "ddp", "fsdp", "zero3"]
+ROUND_PARALLEL: tuple[str, ...] = ("none", *PARALLEL)
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,13 @@ class ImproveSettings:
             (besides the round's own runs).
         promote: promote a candidate the gate says PROMOTE of (False: register it with the
             gate's verdict in its card and audit, but leave ``current``: the flywheel canaries it).
+        parallel: how the train stage runs: ``none`` in this process; ``auto``, ``ddp``,
+            ``fsdp``, ``zero3`` as ``accelerate launch ... agentic-loop train`` through the
+            shipped configuration (``auto``: DDP on 2+ GPUs, in this process otherwise).
+        num_processes: the launch's processes (``None``: one per GPU); on a machine with no
+            GPU, ``ddp`` with it launches that many CPU processes.
+        use_vllm / vllm_mode: GRPO's generation on vLLM (``None``: on a GPU with vLLM
+            installed), ``colocate`` or ``server``; passed to the trainer (and the launch).
         train_options / export_options / eval_options: more keywords for ``train``
             (LoRA on by default), ``export_datasets`` and ``evaluate_models``.
     """
@@ -123,6 +136,10 @@ class ImproveSettings:
     min_labels: int = 20
     review_logs: tuple[str, ...] = ()
     promote: bool = True
+    parallel: RoundParallel = "none"
+    num_processes: int | None = None
+    use_vllm: bool | None = None
+    vllm_mode: str = "colocate"
     train_options: Mapping[str, Any] = field(default_factory=dict)
     export_options: Mapping[str, Any] = field(default_factory=dict)
     eval_options: Mapping[str, Any] = field(default_factory=dict)
@@ -189,7 +206,7 @@ class ImproveSettings:
             (self.train_options.get("merge_lora", True) is not False,
              "improve gates and samples the trained model in-process, which needs a merged "
              "model; leave merge_lora on"),
-        ]
+        ] + self._launch_checks()
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
@@ -201,6 +218,32 @@ class ImproveSettings:
         if self.eval_arch is not None:
             architecture_class(self.eval_arch)
 
+    def _launch_checks(self) -> list[tuple[bool, str]]:
+        """The machine-independent checks of the train stage's launch and GRPO's vLLM."""
+        lora = bool(self.train_kwargs().get("lora"))
+        grpo_options = self.use_vllm is not None or self.vllm_mode != "colocate"
+        return [
+            (self.parallel in ROUND_PARALLEL,
+             f"parallel (--parallel) must be one of {', '.join(ROUND_PARALLEL)}, "
+             f"got {self.parallel!r}"),
+            (self.num_processes is None or _count(self.num_processes),
+             f"num_processes (--num-processes) must be at least 1, got {self.num_processes!r}"),
+            (self.num_processes is None or self.parallel != "none",
+             f"num_processes (--num-processes) {self.num_processes} sizes a launched train "
+             "stage; pass --parallel auto, ddp, fsdp or zero3 with it, or drop it"),
+            (not (self.parallel in SHARDED and lora),
+             f"parallel (--parallel) {self.parallel} with a LoRA adapter cannot work in "
+             "improve: the round merges the adapter into its base to sample and gate it, and "
+             "sharding leaves each GPU a part of the base; pass --full (every weight, "
+             "train_options lora=False), or --parallel ddp"),
+            (self.vllm_mode in ("colocate", "server"),
+             f"vllm_mode (--vllm-mode) must be 'colocate' or 'server', got {self.vllm_mode!r}"),
+            (not grpo_options or train_method(self.method) == "grpo",
+             "use_vllm and vllm_mode (--use-vllm, --vllm-mode) set GRPO's generation; method "
+             f"{self.method!r} trains {train_method(self.method)!r}: drop them or pass "
+             "--method grpo (or ttrl)"),
+        ]
+
     def threshold_for(self, round_number: int) -> float:
         """The SFT score threshold (0-10) of round ``round_number`` (1-based)."""
         return self.thresholds[min(round_number, len(self.thresholds)) - 1]
@@ -210,9 +253,18 @@ class ImproveSettings:
         base = self.temperatures[sample % len(self.temperatures)]
         return round(max(0.0, base + self.temperature_step * (round_number - 1)), 6)
 
-    def train_kwargs(self) -> dict[str, Any]:
-        """The keywords ``train`` gets: LoRA unless ``train_options`` says otherwise."""
-        return {"lora": True, **self.train_options}
+    def train_kwargs(self, method: str | None = None) -> dict[str, Any]:
+        """The keywords ``train`` gets: LoRA unless ``train_options`` says otherwise; for a
+        GRPO ``method``, the vLLM settings that are not the trainer's defaults.
+
+        >>> ImproveSettings(method="grpo", use_vllm=True).train_kwargs("grpo")
+        {'lora': True, 'use_vllm': True}
+        """
+        vllm: dict[str, Any] = {}
+        if method == "grpo":
+            vllm = {k: v for k, v in (("use_vllm", self.use_vllm),
+                                      ("vllm_mode", self.vllm_mode)) if v != _LATER[k]}
+        return {"lora": True, **vllm, **self.train_options}
 
     def eval_kwargs(self) -> dict[str, Any]:
         """The keywords ``evaluate_models`` gets (the samples' ``max_tokens``, no bar of its own,

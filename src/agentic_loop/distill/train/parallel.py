@@ -40,11 +40,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentic_loop.errors import ConfigError
 
 __all__ = ["CONFIG_DIR", "PARALLEL", "SHARDED", "Device", "check_launch", "config_file",
-           "launch_command", "launch_notes", "parallel_checks", "strategy"]
+           "launch_command", "launch_notes", "parallel_checks", "strategy", "train_args"]
 
 #: The choices of ``TrainSettings.parallel`` (``--parallel``).
 PARALLEL: tuple[str, ...] = ("auto", "ddp", "fsdp", "zero3")
@@ -117,20 +118,54 @@ def strategy(parallel: str, device: Device) -> str | None:
 
 
 def launch_command(cli_args: Sequence[str], device: Device, parallel: str, *,
-                   program: str) -> list[str]:
+                   program: str, cpu_processes: int = 0) -> list[str]:
     """``program cli_args`` as ``device`` runs it under ``parallel`` (see the module doc).
 
-    With no strategy (one process), or no GPU to launch on, it is the command itself.
+    With no strategy (one process), or no GPU to launch on, it is the command itself;
+    ``cpu_processes`` (``ddp`` on a machine with no GPU) launches that many CPU processes
+    under the DDP configuration instead (``--cpu``: gloo, fp32).
 
     >>> launch_command(["train"], Device(gpus=1, bf16=True), "auto", program="al")
     ['al', 'train']
+    >>> launch_command(["train"], Device(), "ddp", program="al", cpu_processes=2)[4:]
+    ['--num_processes', '2', '--mixed_precision', 'no', '--cpu', 'al', 'train']
     """
+    if cpu_processes and not device.gpus and parallel == "ddp":
+        return ["accelerate", "launch", "--config_file", str(config_file("ddp")),
+                "--num_processes", str(cpu_processes), "--mixed_precision", "no", "--cpu",
+                program, *cli_args]
     chosen = strategy(parallel, device)
     if chosen is None or not device.gpus:
         return [program, *cli_args]
     return ["accelerate", "launch", "--config_file", str(config_file(chosen)),
             "--num_processes", str(device.gpus), "--mixed_precision", device.precision,
             program, *cli_args]
+
+
+def train_args(settings: Any, data: Path, out: Path, base: str, resume: bool) -> list[str]:
+    """The ``train`` arguments that reproduce ``settings`` (a ``TrainSettings``; non-default
+    values only): what a launched process is given.
+
+    >>> from agentic_loop.distill.train import TrainSettings
+    >>> s = TrainSettings(lora=True, lora_target_modules=("q_proj", "v_proj"), merge_lora=False)
+    >>> train_args(s, Path("d"), Path("o"), "local", resume=False)[9:]
+    ['--lora', '--no-merge', '--lora-target-modules', 'q_proj,v_proj', '--no-resume']
+    """
+    defaults = type(settings)(method=settings.method)
+    args = ["train", "--data", str(data), "--out", str(out), "--method", settings.method,
+            "--base", base]
+    flags = {"merge_lora": ("", "--no-merge"), "use_vllm": ("--use-vllm", "--no-vllm")}
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if field.name == "method" or value == getattr(defaults, field.name):
+            continue
+        if isinstance(value, bool):
+            on, off = flags.get(field.name, ("--" + field.name.replace("_", "-"), ""))
+            args += [flag for flag in ((on if value else off),) if flag]
+        else:
+            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            args += ["--" + field.name.replace("_", "-"), text]
+    return args if resume else [*args, "--no-resume"]
 
 
 def parallel_checks(parallel: str, *, merged_lora: bool) -> list[tuple[bool, str]]:
