@@ -4,7 +4,7 @@ The round runner is injected (it registers a prepared model folder with the
 gate's verdict, as ``improve(promote=False)`` does, instead of training):
 that is the only stand-in; the registry, the canary file, the trajectory
 logs, the ramp's statistics, the monitor and the audit log are the real ones.
-The integration test (tests/integration/test_flywheel_service.py) runs the
+The integration test (tests/integration/test_flywheel_real_round.py) runs the
 real improve.
 """
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
-from agentic_loop.distill.flywheel.ramp import RampSettings, StageVerdict, judge_stage
+from agentic_loop.distill.flywheel.ramp import (
+    RampSettings,
+    StageVerdict,
+    judge_stage,
+    look_alpha,
+    planned_look,
+    planned_tests,
+)
 from agentic_loop.distill.flywheel.ramp_stats import (
     ArmSample,
     TestResult,
@@ -38,9 +46,10 @@ def _grow(arm: ArmSample, more: ArmSample) -> ArmSample:
 
 
 def _run_stage(settings: RampSettings, stage: int, rng: random.Random, *, batch: int,
-               max_batches: int = 40, **candidate: float) -> tuple[StageVerdict, int]:
+               **candidate: float) -> tuple[StageVerdict, int]:
     """Feed both arms ``batch`` runs at a time (one hour apart) until the verdict is not wait."""
     cur, cand = ArmSample(version="v1"), ArmSample(version="v2")
+    max_batches = 40
     for i in range(1, max_batches + 1):
         cur = _grow(cur, _arm(rng, "v1", batch))
         cand = _grow(cand, _arm(rng, "v2", batch, **candidate))
@@ -84,7 +93,9 @@ def test_a_worse_candidate_rolls_back_before_min_runs_and_names_the_metric(
 
 def test_a_small_ramp_rolls_a_slow_candidate_back_at_its_min_runs() -> None:
     settings = RampSettings(min_runs=40, min_breach_runs=10)  # the p99 floor drops to 40
-    v, runs = _run_stage(settings, 0, random.Random(5), batch=10, latency_scale=3.0)
+    # 4x slower: harm is tested at alpha / 3 (three planned looks), and the p99 of 40
+    # values is their maximum, so a 3x slowdown may need a few more runs to show
+    v, runs = _run_stage(settings, 0, random.Random(5), batch=10, latency_scale=4.0)
     assert v.action == "rollback" and 40 <= runs < 100  # the floor of 100 would wait longer
     assert v.reasons[0].startswith("p99 latency is worse beyond its margin")
 
@@ -207,6 +218,9 @@ def test_p99_is_repeatable_and_a_result_round_trips_as_json() -> None:
     ("error_margin", 2.0),
     ("latency_ratio", 0.9),
     ("min_breach_runs", 500),
+    ("looks", ()),
+    ("looks", (2, 1)),
+    ("looks", (0, 1)),
     ("unknown_setting", 1),
 ])
 def test_bad_settings_raise_config_error_naming_the_field(field: str, value: object) -> None:
@@ -227,3 +241,105 @@ def test_bad_inputs_raise_config_error() -> None:
         compare_p99(arm, arm, ratio=float("nan"), alpha=0.05)
     with pytest.raises(ConfigError, match="p="):
         runs_needed(1.2, 0.05, 0.05, 0.8)
+
+
+def _passes(rng: np.random.Generator, rate: float, n: int) -> list[bool]:
+    return [bool(x) for x in rng.random(n) < rate]
+
+
+def _first_not_worse(settings: RampSettings, p_candidate: float, *, sims: int, planned: bool,
+                     seed: int, step: int = 20, top: int = 1000) -> float:
+    """Share of stages in which a tick every ``step`` runs (200..``top`` per arm) shows the
+    pass rate "not worse": with the planned looks, or with the old rule (all runs, ``alpha``)."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(sims):
+        cur, cand = _passes(rng, 0.9, top), _passes(rng, p_candidate, top)
+        for n in range(settings.min_runs, top + 1, step):
+            a, b = ArmSample(version="v1", passed=cur[:n]), ArmSample(version="v2",
+                                                                         passed=cand[:n])
+            t = (planned_tests(settings, a, b)[0] if planned
+                 else compare_pass(a, b, margin=settings.pass_margin, alpha=settings.alpha))
+            if t.verdict == "not worse":
+                hits += 1
+                break
+    return hits / sims
+
+
+@pytest.mark.slow
+def test_repeated_ticks_keep_the_false_not_worse_rate_at_alpha_and_a_healthy_candidate_advances(
+        ) -> None:
+    settings = RampSettings()  # looks at 200, 400 and 800 runs per arm, each at alpha / 3
+    sims = 300
+    slack = 2.5 * (settings.alpha / 2 * (1 - settings.alpha / 2) / sims) ** 0.5
+    # the candidate is exactly at the margin (90% vs 85%): "not worse" is a false claim
+    planned = _first_not_worse(settings, 0.85, sims=sims, planned=True, seed=6)
+    assert planned <= settings.alpha / 2 + slack, planned
+    every_tick = _first_not_worse(settings, 0.85, sims=sims, planned=False, seed=6)
+    assert every_tick > settings.alpha / 2 + slack, every_tick  # what re-testing did
+    healthy = _first_not_worse(settings, 0.9, sims=200, planned=True, seed=7)
+    assert healthy >= 0.75, healthy  # equal pass rates still show "not worse" by 800 runs
+
+
+def test_between_planned_looks_the_verdict_reads_the_same_runs() -> None:
+    settings = RampSettings(error_margin=0.05)
+    cur_passed = [True] * 180 + [False] * 20 + [True] * 180 + [False] * 20
+    cand_passed = [True] * 165 + [False] * 35 + [True] * 200  # a bad start, then all pass
+
+    def arms(n: int) -> tuple[ArmSample, ArmSample]:
+        return tuple(ArmSample(version=v, passed=passed[:n], errors=[False] * n,  # type: ignore
+                               latencies_s=[1.0] * n)
+                     for v, passed in (("v1", cur_passed), ("v2", cand_passed)))
+
+    cur, cand = arms(399)
+    everything = compare_pass(cur, cand, margin=settings.pass_margin,
+                              alpha=look_alpha(settings))
+    assert everything.verdict == "not worse"  # a test of every tick would advance here
+    v = judge_stage(settings, 0, stage_started_at=0.0, now=60.0, current=cur, candidate=cand)
+    assert v.action == "wait", v.reasons
+    assert v.tests[0].n == (200, 200) and v.tests[0].verdict == "undecided"
+    assert any("next planned look is at 400 runs per arm" in r for r in v.reasons), v.reasons
+    cur, cand = arms(400)
+    v = judge_stage(settings, 0, stage_started_at=0.0, now=60.0, current=cur, candidate=cand)
+    assert (v.action, v.tests[0].n) == ("advance", (400, 400)), v.reasons
+    assert "alpha 0.0167 per look, 3 planned looks" in v.reasons[0]
+
+
+def test_after_the_last_look_more_runs_are_not_tested_again() -> None:
+    settings = RampSettings(min_runs=50, error_margin=0.05, looks=(1, 2))
+    cur = ArmSample(version="v1", passed=[True] * 90 + [False] * 10 + [True] * 300,
+                    errors=[False] * 400, latencies_s=[1.0] * 400)
+    cand = cur.model_copy(update={"version": "v2",
+                                  "passed": [True] * 80 + [False] * 20 + [True] * 300})
+    assert planned_look(settings, 400) == 100
+    v = judge_stage(settings, 0, stage_started_at=0.0, now=60.0, current=cur, candidate=cand)
+    assert v.action == "wait" and v.tests[0].n == (100, 100), v.reasons
+    assert any("last planned look (100 runs per arm)" in r for r in v.reasons), v.reasons
+    late = judge_stage(settings, 0, stage_started_at=0.0, now=2 * DAY, current=cur,
+                       candidate=cand)
+    assert late.action == "rollback"
+
+
+def test_harm_is_checked_on_every_run_at_the_split_level() -> None:
+    settings = RampSettings()
+    cur = ArmSample(version="v1", passed=[True] * 250, errors=[False] * 250,
+                    latencies_s=[1.0] * 250)
+    # fine at the 200-run look, then 50 failures in a row: harm reads all 250 runs
+    cand = cur.model_copy(update={"version": "v2", "passed": [True] * 200 + [False] * 50})
+    v = judge_stage(settings, 0, stage_started_at=0.0, now=60.0, current=cur, candidate=cand)
+    assert v.action == "rollback" and v.tests[0].n == (250, 250), v.reasons
+    p = v.tests[0].p_worse
+    assert p is not None and p < look_alpha(settings) / 2
+
+
+def test_bad_settings_name_the_field_in_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        RampSettings(stages=(0.5, 0.25, 1.0), alpha=2.0)
+    assert str(info.value).startswith("RampSettings: ") and "(+1 more)" in str(info.value)
+
+
+def test_the_status_server_serves_prometheus_with_the_fronts_content_type() -> None:
+    from agentic_loop.distill.flywheel.status_server import PROMETHEUS_TYPE
+    from agentic_loop.distill.release.canary.metrics import CONTENT_TYPE
+
+    assert PROMETHEUS_TYPE is CONTENT_TYPE

@@ -99,23 +99,32 @@ def test_a_canary_file_loads_the_candidate_and_splits_requests_by_key(tmp_path: 
         assert _identity(server)["canary"] is None
 
 
-def test_a_candidate_it_cannot_serve_is_reported_and_current_answers(tmp_path: Path,
-                                                                     python: Path) -> None:
+def test_a_full_model_candidate_gets_a_vllm_of_its_own_and_one_that_fails_is_reported(
+        tmp_path: Path, python: Path) -> None:
     reg = _registry(tmp_path)
+    broken = reg.register(model_dir(tmp_path, "broken")).version  # its vLLM does not start
     with _serve(reg, python) as server:
         write_canary(reg, CanaryState(candidate="v3", fraction=1.0))  # a merged model
+        assert server.check_canary() == "canary of v3 at 1 against v1"
+        assert set(_answers(server, KEYS).values()) == {("v3", "merged-v3")}
+        starts = Path(f"{tmp_path / 'record.json'}.starts").read_text().splitlines()
+        assert starts[-1].endswith("merged") and len(starts) == 2  # a vLLM of its own
+        assert lora_calls(tmp_path / "record.json") == []  # nothing went into current's
+        write_canary(reg, None)
+        assert server.check_canary() == "no canary: every request goes to v1"
+        assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
+        write_canary(reg, CanaryState(candidate=broken, fraction=1.0))
         message = server.check_canary()
-        assert message is not None and message.startswith("canary not served (v3 cannot run")
+        assert message is not None and message.startswith(
+            f"canary not served ({broken} did not start beside"), message
         identity = _identity(server)
-        assert identity["canary"] is None and "LoRA adapter" in str(identity["canary_error"])
-        assert "LoRA adapter" in json.loads((reg.root / "serving.json").read_text())["canary_error"]
+        assert identity["canary"] is None and "did not start" in str(identity["canary_error"])
         assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
         write_canary(reg, CanaryState(candidate="v9", fraction=1.0))
         assert "v9 is not a version of" in (server.check_canary() or "")
         (reg.root / "canary.json").write_text("{not json")
         assert "is not a canary state" in (server.check_canary() or "")
         assert set(_answers(server, KEYS).values()) == {("v1", "agent")}
-        assert lora_calls(tmp_path / "record.json") == []  # nothing was loaded
 
 
 def test_promoting_the_candidate_ends_the_split_and_current_follows(tmp_path: Path,

@@ -104,8 +104,11 @@ def _with_front(sample: ArmSample, arm: dict[str, Any] | None) -> ArmSample:
     """``sample`` with its errors and latencies taken from the front's numbers for its arm."""
     arm = arm or {}
     requests = int(arm.get("requests") or 0)
-    errors = arm.get("errors") or 0
-    flags = ([bool(e) for e in errors] if isinstance(errors, list)
+    errors, ordered = arm.get("errors") or 0, arm.get("error_flags")
+    # in the order the requests ended (the ramp's planned looks read the first ones); a front
+    # that sends only a count gets its errors first, which can only make "not worse" harder
+    flags = ([bool(e) for e in ordered] if isinstance(ordered, list)
+             else [bool(e) for e in errors] if isinstance(errors, list)
              else [True] * int(errors) + [False] * max(0, requests - int(errors)))
     latencies = seconds(float(x) for x in arm.get("latencies_s") or []
                         if isinstance(x, (int, float)))

@@ -59,9 +59,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentic_loop.distill.eval.stats import wilson
 from agentic_loop.distill.release.monitor_stats import percentile
 from agentic_loop.errors import ConfigError
+from agentic_loop.jsonl_log.scan import first_error
 
-__all__ = ["ArmSample", "StrictModel", "TestResult", "compare_errors", "compare_p99",
-           "compare_pass", "describe_validation", "power_not_worse", "runs_needed"]
+__all__ = ["ArmSample", "Metric", "StrictModel", "TestResult", "compare_errors", "compare_p99",
+           "compare_pass", "power_not_worse", "runs_needed"]
 
 Metric = Literal["pass_rate", "error_rate", "p99_latency_s"]
 Verdict = Literal["worse", "not worse", "undecided"]
@@ -70,18 +71,12 @@ _Z_MAX = 40.0  # beyond it a normal tail is 0 in floating point
 _NORMAL = NormalDist()
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """``field: what is wrong`` for each error, joined with ``; `` (a validator's own message)."""
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ())) or "value"
-        cause = (error.get("ctx") or {}).get("error")
-        parts.append(f"{where}: {cause if cause is not None else error.get('msg', 'invalid')}")
-    return "; ".join(parts)
-
-
 class StrictModel(BaseModel):
-    """A record whose bad input raises :class:`ConfigError` naming the field (not pydantic's)."""
+    """A record whose bad input raises :class:`ConfigError` naming the field (not pydantic's).
+
+    The message is the first problem, ``field: what is wrong``, and how many
+    more (:func:`~agentic_loop.jsonl_log.scan.first_error`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -89,7 +84,7 @@ class StrictModel(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(f"{type(self).__name__}: {describe_validation(exc)}") from None
+            raise ConfigError(f"{type(self).__name__}: {first_error(exc)}") from None
 
 
 class ArmSample(StrictModel):

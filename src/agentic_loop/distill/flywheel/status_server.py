@@ -35,12 +35,10 @@ from typing import Any, Self
 
 from agentic_loop.distill.flywheel.status import FlywheelStatus
 from agentic_loop.distill.flywheel.status_page import render_status_page
+from agentic_loop.distill.release.canary.metrics import CONTENT_TYPE as PROMETHEUS_TYPE
 from agentic_loop.distill.release.front import ThreadedApp
 
 __all__ = ["PROMETHEUS_TYPE", "StatusServer", "ThreadedApp"]
-
-#: The content type of Prometheus' text exposition format.
-PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class StatusServer:

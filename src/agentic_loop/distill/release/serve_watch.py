@@ -30,13 +30,12 @@ is removed on a clean exit, and after a crash (or with its pid reused by
 another process) the front no longer answers the token, which marks it
 stale (:func:`~agentic_loop.distill.release.live.check_server`).
 
-**Canary at the server.** The watcher also follows ``<registry>/canary.json``
-(:mod:`~agentic_loop.distill.release.canary`, a ``stat`` each poll): a
-candidate adapter on the served base is loaded into the running vLLM under
-``<name>-<version>`` and the front splits requests by user key between it
-and current; a candidate it cannot serve is recorded (``canary_error`` in
-the identity answer and ``serving.json``) and everything goes to current; a
-removed file sends everything back to current and unloads the candidate.
+**Canary at the server.** The watcher also follows ``<registry>/canary.json`` (a ``stat``
+each poll, :mod:`~agentic_loop.distill.release.canary`): a candidate adapter on the served
+base is loaded into the running vLLM under ``<name>-<version>``, any other candidate (a full
+model) gets a vLLM of its own beside it, and the front splits requests by user key between it
+and current; one it cannot serve is recorded (``canary_error``), everything going to current;
+a removed file sends everything back to current and unloads (or stops) the candidate.
 
 Example (a registry with nothing promoted cannot be served):
     >>> import tempfile
@@ -128,10 +127,10 @@ class RegistryServer:
         self._signature: Signature | None = None
         self._thread: threading.Thread | None = None
         self.token = secrets.token_urlsafe(16)  # serving.json's; the front answers it
-        self._canary = CanaryFollower(registry, served_name=name,
-                                      lora_url=lambda: (self.base_url if self.replicas > 1
-                                                        else self.server.base_url),
-                                      why_not=self._why_not_canary)
+        side = {"cancel": self._stop, "host": host, "timeout": timeout, **serve_kw}
+        self._canary = CanaryFollower(registry, served_name=name, lora_url=lambda: (
+            self.base_url if self.replicas > 1 else self.server.base_url),
+            why_not=self._why_not_canary, side=None if self.replicas > 1 else side)
         self._front = FrontProxy(host, self.port, hold_s=timeout, identity=self._identity,
                                  arms=self._arms, lora=self._lora if self.replicas > 1 else None)
 
@@ -414,6 +413,7 @@ class RegistryServer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.timeout + 60)
         code = self._server.stop() if self._server is not None else None
+        self._canary.close()
         self._front.stop()
         clear_serving(self.registry.root, self.token)
         return code

@@ -8,9 +8,14 @@ moved) and, for a candidate that the registry has, that is not current, and
 that the running vLLM can take (an adapter on its base, ``why_not`` says
 otherwise), loads its adapter under
 :func:`~agentic_loop.distill.release.router.served_model_id` and makes the
-table route to it. A candidate it cannot serve is reported in
-:attr:`~CanaryFollower.error` and everything keeps going to current; a
-removed file unloads the candidate. Requests never fail on any of it.
+table route to it. A candidate that vLLM cannot take (a full model, which
+is what ``improve`` registers, or an adapter on another base) gets a vLLM of
+its own beside it when the follower is given ``side`` (the serve process's
+settings): the table then sends the candidate's users to that server's
+origin (``candidate_backend``), and it is stopped when the canary ends. A
+candidate it cannot serve is reported in :attr:`~CanaryFollower.error` and
+everything keeps going to current; a removed file unloads the candidate.
+Requests never fail on any of it.
 
 A load that fails (vLLM busy, a transient 5xx) is tried again at a later
 poll, at most once per ``retry_s`` (10 s), with :attr:`~CanaryFollower.error`
@@ -33,13 +38,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agentic_loop.distill.release.canary.state import CanaryState, canary_file, read_canary
 from agentic_loop.distill.release.canary.table import ArmTable
 from agentic_loop.distill.release.registry import ModelVersion, Registry, RegistryError
 from agentic_loop.distill.release.router import served_model_id
-from agentic_loop.distill.release.serve import ServeError, lora_call
-from agentic_loop.errors import StorageError, short_error
+from agentic_loop.distill.release.serve import ServeError, VLLMServer, free_port, lora_call, serve
+from agentic_loop.errors import AgenticLoopError, StorageError, short_error
 from agentic_loop.paths import file_signature
 
 __all__ = ["CanaryFollower"]
@@ -59,11 +65,14 @@ class CanaryFollower:
     split). ``lora_url``: the running vLLM's ``.../v1`` URL now.
     ``why_not(entry)``: why the running vLLM cannot take ``entry`` as an
     adapter (None: it can). ``retry_s``: the least time between two tries to load a
-    candidate adapter that failed to load.
+    candidate adapter that failed to load. ``side``: keywords of :func:`~..serve.serve`
+    (and ``cancel``, an event that stops a start) for a candidate's own vLLM when the
+    running one cannot take it; None: such a candidate is not served.
     """
 
     def __init__(self, registry: Registry, *, served_name: str, lora_url: Callable[[], str],
-                 why_not: Callable[[ModelVersion], str | None], retry_s: float = 10.0) -> None:
+                 why_not: Callable[[ModelVersion], str | None], retry_s: float = 10.0,
+                 side: dict[str, Any] | None = None) -> None:
         self.registry = registry
         self.retry_s = retry_s
         self._retry_at: float | None = None  # monotonic time of the next try of a failed load
@@ -73,6 +82,8 @@ class CanaryFollower:
         self._signature: tuple[int, int, int] | None = None
         self._served: str | None = None  # the version the table was made for
         self._loaded: ModelVersion | None = None  # the candidate adapter in vLLM
+        self._side_kw = side
+        self._side: VLLMServer | None = None  # the candidate's own vLLM, when it has one
         self.table = ArmTable(current="", served_name=served_name)
         self.error: str | None = None  #: why the canary file's candidate is not served
 
@@ -87,6 +98,14 @@ class CanaryFollower:
         self._loaded, self._served, self._signature = None, None, None
         self._retry_at = None
         self.table = ArmTable(current=self.table.current, served_name=self.served_name)
+        self.close()  # its own vLLM too: the next sync starts it again if still a candidate
+
+    def close(self) -> None:
+        """Stop the candidate's own vLLM, if it has one (the serve process stops)."""
+        side, self._side = self._side, None
+        if side is not None:
+            self._loaded = None
+            side.stop()
 
     def sync(self, served: ModelVersion) -> str | None:
         """Follow the canary file against ``served`` (the version vLLM serves as current);
@@ -108,8 +127,10 @@ class CanaryFollower:
             self._unload()
             self.table = ArmTable(current=served.version, served_name=self.served_name)
         else:
+            backend = self._side.base_url.removesuffix("/v1") if self._side else None
             self.table = ArmTable.from_state(state, current=served.version,
                                              candidate_model=served_model_id(entry),
+                                             candidate_backend=backend,
                                              served_name=self.served_name)
         after = (self.table.candidate, self.table.fraction, self.table.mode, self.error)
         if after == before:
@@ -134,10 +155,12 @@ class CanaryFollower:
         if self._loaded is not None and self._loaded.version == entry.version:
             return entry
         reason = self._why_not(entry)
-        if reason is not None:
+        if reason is not None and self._side_kw is None:
             self.error = reason
             return None
         self._unload()
+        if reason is not None:
+            return self._start_side(entry)
         try:
             lora_call(self._lora_url(), "load_lora_adapter",
                       {"lora_name": served_model_id(entry), "lora_path": entry.path})
@@ -150,8 +173,28 @@ class CanaryFollower:
         self._loaded = entry
         return entry
 
+    def _start_side(self, entry: ModelVersion) -> ModelVersion | None:
+        """``entry`` in a vLLM of its own, ready (None: it did not start, see :attr:`error`)."""
+        kw = dict(self._side_kw or {})
+        cancel, host = kw.pop("cancel", None), kw.pop("host", "127.0.0.1")
+        timeout = float(kw.pop("timeout", 300.0))
+        server = serve(entry.path, name=served_model_id(entry), host=host,
+                       port=free_port(host), wait=False, **kw)
+        try:
+            server.wait_until_ready(timeout, cancel=cancel)
+        except AgenticLoopError as exc:
+            server.stop()
+            self.error = f"{entry.version} did not start beside the served version: {exc}"[:400]
+            self._retry_at = time.monotonic() + self.retry_s
+            return None
+        self._side, self._loaded = server, entry
+        return entry
+
     def _unload(self) -> None:
         """Take the loaded candidate adapter out of vLLM (a failure is only logged)."""
+        if self._side is not None:
+            self.close()
+            return
         if self._loaded is None:
             return
         name, self._loaded = served_model_id(self._loaded), None

@@ -16,7 +16,7 @@ Example:
     >>> arms.record("v2", "/v1/chat/completions", 502, 0.01)
     >>> snap = arms.snapshot()
     >>> snap["v1"], snap["v2"]["errors"]
-    ({'requests': 1, 'errors': 0, 'latencies_s': [0.25]}, 1)
+    ({'requests': 1, 'errors': 0, 'error_flags': [False], 'latencies_s': [0.25]}, 1)
     >>> arms.snapshot(since=time.time() + 60)
     {}
 """
@@ -62,8 +62,9 @@ class ArmObservations:
             totals[1] += is_error(ended.status)
 
     def snapshot(self, since: float | None = None) -> dict[str, dict[str, Any]]:
-        """``{version: {"requests", "errors", "latencies_s"}}`` of the requests that ended at
-        or after ``since`` (unix time; None: all, latencies of the last ``keep`` only)."""
+        """``{version: {"requests", "errors", "error_flags", "latencies_s"}}`` of the requests
+        that ended at or after ``since`` (unix time; None: all, flags and latencies of the last
+        ``keep`` only); flags and latencies in the order the requests ended."""
         with self._lock:
             kept = {version: list(ended) for version, ended in self._ended.items()}
             totals = {version: list(counts) for version, counts in self._totals.items()}
@@ -75,5 +76,6 @@ class ArmObservations:
             requests, errors = (totals[version] if since is None else
                                 (len(window), sum(is_error(e.status) for e in window)))
             out[version] = {"requests": requests, "errors": errors,
+                            "error_flags": [is_error(e.status) for e in window],
                             "latencies_s": [e.latency_s for e in window]}
         return out

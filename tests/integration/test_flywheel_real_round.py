@@ -71,7 +71,7 @@ def test_planted_runs_fire_a_real_round_and_a_promoted_gate_starts_the_canary(
                       "min_effect": 0.0, "diversity_check": False,
                       "embedder": HashingEmbedder()})
     ramp = RampSettings(stages=(0.5, 1.0), min_runs=20, min_breach_runs=10, pass_margin=0.25,
-                        error_margin=0.25)
+                        error_margin=0.25, looks=(1,))  # one look: this tests the service
     settings = FlywheelSettings(min_new_runs=len(pool), improve=improve, ramp=ramp)
     lines: list[str] = []
     did = "idle"
