@@ -28,7 +28,7 @@ from rich.markup import escape
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console, progress_bar
 from agentic_loop.cli.quiet import VerboseFlag, third_party_quiet
-from agentic_loop.cli.train import UseVllmFlag, VllmModeFlag
+from agentic_loop.cli.train import UseVllmFlag, VllmModeFlag, VllmServerUrlFlag
 from agentic_loop.errors import ConfigError
 from agentic_loop.tables import Col, FitTable, percent
 
@@ -175,6 +175,7 @@ def improve_command(
     num_processes: NumProcessesFlag = None,
     use_vllm: UseVllmFlag = None,
     vllm_mode: VllmModeFlag = "colocate",
+    vllm_server_url: VllmServerUrlFlag = None,
     verbose: VerboseFlag = False,
 ) -> None:
     """Improve the model in rounds: sample the pool, train on what passed, gate, promote.
@@ -218,7 +219,7 @@ def improve_command(
         min_rank_gap=min_rank_gap, review_logs=tuple(str(p) for p in review_logs or ()),
         agreement_threshold=agreement_threshold, min_labels=min_labels,
         parallel=parallel, num_processes=num_processes,  # type: ignore[arg-type]
-        use_vllm=use_vllm, vllm_mode=vllm_mode,
+        use_vllm=use_vllm, vllm_mode=vllm_mode, vllm_server_base_url=vllm_server_url,
         train_options=train_options, export_options={"pii": pii},
         eval_options={"min_tasks": min_tasks})
     console.print(train_stage_line(settings), highlight=False, soft_wrap=True)
@@ -313,7 +314,7 @@ def print_rounds(result: ImproveResult) -> None:
     for r in result.reports:  # what the table has no room for: how hints went, what was dropped
         if r.details():
             console.print(f"round {r.round}: {escape(r.details())}", highlight=False)
-        launch = getattr(r.train, "launch", None)
+        launch = getattr(getattr(r, "train", None), "launch", None)
         if launch:
             console.print(f"round {r.round}: train {escape(launch)}", highlight=False,
                           soft_wrap=True)

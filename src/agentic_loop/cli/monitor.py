@@ -61,7 +61,7 @@ from agentic_loop.cli import app
 from agentic_loop.cli.common import DATA_DEFAULT, console, in_data_dir
 from agentic_loop.cli.improve import NumProcessesFlag, RoundParallelFlag, train_stage_line
 from agentic_loop.cli.release import DEFAULT_REGISTRY, REGISTRY_HELP, open_registry
-from agentic_loop.cli.train import UseVllmFlag, VllmModeFlag
+from agentic_loop.cli.train import UseVllmFlag, VllmModeFlag, VllmServerUrlFlag
 from agentic_loop.clock import utc_stamp
 from agentic_loop.errors import ConfigError
 from agentic_loop.tables import Col, FitTable, percent
@@ -279,6 +279,7 @@ def run_command(
     num_processes: NumProcessesFlag = None,
     use_vllm: UseVllmFlag = None,
     vllm_mode: VllmModeFlag = "colocate",
+    vllm_server_url: VllmServerUrlFlag = None,
 ) -> None:
     """Run the flywheel service over a registry until stopped (SIGTERM, Ctrl-C).
 
@@ -295,7 +296,8 @@ def run_command(
     improve = ImproveSettings(samples=samples, method=method,
                               parallel=parallel,  # type: ignore[arg-type]
                               num_processes=num_processes, use_vllm=use_vllm,
-                              vllm_mode=vllm_mode, train_options={"max_steps": train_steps},
+                              vllm_mode=vllm_mode, vllm_server_base_url=vllm_server_url,
+                              train_options={"max_steps": train_steps},
                               eval_options={"min_tasks": min_tasks})
     ramp = RampSettings(stages=_stages(stages), min_runs=min_runs_per_stage,
                         min_breach_runs=min(20, min_runs_per_stage),

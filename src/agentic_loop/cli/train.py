@@ -86,6 +86,10 @@ UseVllmFlag = Annotated[bool | None, typer.Option(
     help="grpo: generate with vLLM (default: on a GPU with vllm installed).")]
 VllmModeFlag = Annotated[str, typer.Option(
     "--vllm-mode", help="grpo: colocate (in the training process) or server.")]
+VllmServerUrlFlag = Annotated[str | None, typer.Option(
+    "--vllm-server-url",
+    help="grpo --vllm-mode server: the `trl vllm-serve` server's URL, e.g. "
+         "http://gpu-box:8000 (default: TRL's 0.0.0.0:8000).")]
 RewardWorkersFlag = Annotated[int, typer.Option(
     "--reward-workers",
     help="grpo: score rewards in N processes (for expensive checks: code tests).")]
@@ -173,6 +177,7 @@ def train_command(
     temperature: TemperatureFlag = 1.0,
     use_vllm: UseVllmFlag = None,
     vllm_mode: VllmModeFlag = "colocate",
+    vllm_server_url: VllmServerUrlFlag = None,
     reward_workers: RewardWorkersFlag = 0,
     check_reward_weight: CheckRewardWeightFlag = 0.0,
     format_penalty: FormatPenaltyFlag = 0.0,
@@ -219,8 +224,9 @@ def train_command(
     options.update(grpo_options(method, {
         "num_generations": num_generations, "max_completion_length": max_completion_length,
         "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
-        "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
-        "format_penalty": format_penalty, "llm_features": llm_features,
+        "vllm_server_base_url": vllm_server_url, "reward_workers": reward_workers,
+        "check_reward_weight": check_reward_weight, "format_penalty": format_penalty,
+        "llm_features": llm_features,
         "tool_max_turns": tool_max_turns, "free_first_turn": free_first_turn, "judge": judge,
         "judged_reward": judged_reward, "judged_reward_weight": judged_reward_weight}))
     run_training(data, out, method=method, base=base, merge_lora=not no_merge, options=options,
@@ -254,6 +260,10 @@ def run_training(data: Path, out: Path, *, method: str, base: str, merge_lora: b
     print_training(result)
 
 
+#: The options whose flag is not their field's name.
+_FLAGS = {"vllm_server_base_url": "--vllm-server-url"}
+
+
 def grpo_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
     """GRPO's options for a grpo run; an error when one is set for another method."""
     if method == "grpo":
@@ -263,7 +273,7 @@ def grpo_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
     defaults = TrainSettings()
     changed = [k for k, v in given.items() if v != getattr(defaults, k)]
     if changed:
-        flags = ", ".join("--" + k.replace("_", "-") for k in changed)
+        flags = ", ".join(_FLAGS.get(k, "--" + k.replace("_", "-")) for k in changed)
         raise ConfigError(f"{flags} apply to --method grpo only; drop them or pass --method grpo")
     return {}
 

@@ -32,20 +32,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentic_loop.distill.train.parallel import PARALLEL, SHARDED
-from agentic_loop.distill.train.settings import METHODS
+from agentic_loop.distill.train.settings import METHODS, vllm_server_checks
 from agentic_loop.errors import ConfigError
 
 __all__ = ["IMPROVE_METHODS", "JUDGED", "LOOP_METHODS", "ROUND_PARALLEL", "ImproveSettings",
            "read_principles", "train_method"]
 
-#: Settings a resume may change: the stop rules, the round budget, how training spreads.
-_RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency", "parallel", "num_processes")
+#: Settings a resume may change: the stop rules, the round budget, how training spreads, where
+#: GRPO's vLLM server is.
+_RESUMABLE = ("rounds", "patience", "min_gain", "max_concurrency", "parallel", "num_processes",
+              "vllm_server_base_url")
 #: Settings added later, left out of the fingerprint at their defaults: a run started before
 #: they existed keeps its fingerprint, so it still resumes.
 _LATER: dict[str, Any] = {"max_steps": 4, "first_tool_call": False, "judge": None,
                           "principles": None, "min_rank_gap": 2.0, "agreement_threshold": 0.7,
                           "min_labels": 20, "review_logs": [], "promote": True,
-                          "use_vllm": None, "vllm_mode": "colocate"}
+                          "use_vllm": None, "vllm_mode": "colocate",
+                          "vllm_server_base_url": None}
 #: The loop-level methods resting on a judge, a reference or a vote, and the trainer each uses
 #: (:mod:`~agentic_loop.distill.loop.methods` makes their data).
 LOOP_METHODS: dict[str, str] = {"self-rewarding": "dpo", "spin": "dpo", "ttrl": "grpo",
@@ -107,6 +110,8 @@ class ImproveSettings:
             GPU, ``ddp`` with it launches that many CPU processes.
         use_vllm / vllm_mode: GRPO's generation on vLLM (``None``: on a GPU with vLLM
             installed), ``colocate`` or ``server``; passed to the trainer (and the launch).
+        vllm_server_base_url: with ``vllm_mode="server"``, the ``trl vllm-serve`` server's
+            URL (``None``: TRL's 0.0.0.0:8000); a resume may change it.
         train_options / export_options / eval_options: more keywords for ``train``
             (LoRA on by default), ``export_datasets`` and ``evaluate_models``.
     """
@@ -140,6 +145,7 @@ class ImproveSettings:
     num_processes: int | None = None
     use_vllm: bool | None = None
     vllm_mode: str = "colocate"
+    vllm_server_base_url: str | None = None
     train_options: Mapping[str, Any] = field(default_factory=dict)
     export_options: Mapping[str, Any] = field(default_factory=dict)
     eval_options: Mapping[str, Any] = field(default_factory=dict)
@@ -242,6 +248,11 @@ class ImproveSettings:
              "use_vllm and vllm_mode (--use-vllm, --vllm-mode) set GRPO's generation; method "
              f"{self.method!r} trains {train_method(self.method)!r}: drop them or pass "
              "--method grpo (or ttrl)"),
+            (self.vllm_server_base_url is None or train_method(self.method) == "grpo",
+             "vllm_server_base_url (--vllm-server-url) is GRPO's vLLM server; method "
+             f"{self.method!r} trains {train_method(self.method)!r}: drop it or pass "
+             "--method grpo (or ttrl)"),
+            *vllm_server_checks(self.vllm_server_base_url, self.vllm_mode, self.use_vllm),
         ]
 
     def threshold_for(self, round_number: int) -> float:
@@ -262,8 +273,8 @@ class ImproveSettings:
         """
         vllm: dict[str, Any] = {}
         if method == "grpo":
-            vllm = {k: v for k, v in (("use_vllm", self.use_vllm),
-                                      ("vllm_mode", self.vllm_mode)) if v != _LATER[k]}
+            vllm = {k: getattr(self, k) for k in ("use_vllm", "vllm_mode", "vllm_server_base_url")
+                    if getattr(self, k) != _LATER[k]}
         return {"lora": True, **vllm, **self.train_options}
 
     def eval_kwargs(self) -> dict[str, Any]:

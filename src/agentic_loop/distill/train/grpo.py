@@ -36,7 +36,8 @@ only what :class:`Device` detects, and :func:`grpo_config_kwargs` turns into
   generates with vLLM. ``vllm_mode="colocate"`` (default) runs vLLM inside
   each training process on its own GPU; ``"server"`` talks to a server you
   start first (``trl vllm-serve --model <base>`` on GPUs kept apart from
-  training with ``CUDA_VISIBLE_DEVICES``). ``use_vllm=False`` forces
+  training with ``CUDA_VISIBLE_DEVICES``), at ``vllm_server_base_url``
+  (``--vllm-server-url``, default TRL's 0.0.0.0:8000). ``use_vllm=False`` forces
   ``model.generate``; ``True`` without a GPU or vLLM is an error;
 * several GPUs: run under ``accelerate launch``. :func:`accelerate_command`
   builds the command line (``agentic-loop distill ... --dry-run`` prints it),
@@ -131,6 +132,8 @@ def grpo_config_kwargs(config: TrainSettings, device: Device,
                   remove_unused_columns=False, log_completions=False, use_vllm=use_vllm)
     if use_vllm:
         kwargs["vllm_mode"] = config.vllm_mode
+        if config.vllm_mode == "server" and config.vllm_server_base_url is not None:
+            kwargs["vllm_server_base_url"] = config.vllm_server_base_url
     return kwargs
 
 
@@ -310,6 +313,7 @@ def run_grpo_stage(model_dir: Path, stage_out: Path, prompts: PromptSet, config:
         if rollouts is not None and kwargs["use_vllm"]:
             kwargs.update(use_vllm=False)  # see tool_rollout: tool episodes decode in-process
             kwargs.pop("vllm_mode", None)
+            kwargs.pop("vllm_server_base_url", None)
             notes.append("use_vllm was turned off: tool rollouts generate with the policy "
                          "in-process (TRL's vLLM generation is single-turn, without our grammar)")
         trainer = GRPOTrainer(model=model, reward_funcs=list(rewards.functions),

@@ -142,6 +142,10 @@ def launch_command(cli_args: Sequence[str], device: Device, parallel: str, *,
             program, *cli_args]
 
 
+#: Settings whose ``train`` flag is not the field's name.
+RENAMED = {"vllm_server_base_url": "--vllm-server-url"}
+
+
 def train_args(settings: Any, data: Path, out: Path, base: str, resume: bool) -> list[str]:
     """The ``train`` arguments that reproduce ``settings`` (a ``TrainSettings``; non-default
     values only): what a launched process is given.
@@ -164,7 +168,7 @@ def train_args(settings: Any, data: Path, out: Path, base: str, resume: bool) ->
             args += [flag for flag in ((on if value else off),) if flag]
         else:
             text = ",".join(value) if isinstance(value, tuple) else str(value)
-            args += ["--" + field.name.replace("_", "-"), text]
+            args += [RENAMED.get(field.name, "--" + field.name.replace("_", "-")), text]
     return args if resume else [*args, "--no-resume"]
 
 

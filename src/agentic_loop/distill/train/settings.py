@@ -13,7 +13,9 @@ policy away from a reference, which needs smaller steps than SFT. GRPO
 its own KL strength: ``beta`` defaults to 0.1 for DPO and 0.04 for GRPO
 (DeepSeekMath's; 0 drops the reference model). GRPO's fields carry TRL's
 ``GRPOConfig`` names (``num_generations``, ``max_completion_length``,
-``temperature``, ``use_vllm``, ``vllm_mode``).
+``temperature``, ``use_vllm``, ``vllm_mode``, ``vllm_server_base_url``: the
+``trl vllm-serve`` server of ``vllm_mode="server"``, kept off the fingerprint
+as where generation runs does not change the model).
 
 The trainer knobs a TRL user looks for keep TRL's names too:
 ``lr_scheduler_type`` and ``warmup_steps`` (a step count, or below 1 a
@@ -85,13 +87,15 @@ import hashlib
 import json
 from dataclasses import dataclass, fields
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from agentic_loop.distill.train.parallel import parallel_checks
 from agentic_loop.errors import ConfigError
 
 __all__ = ["DEFAULT_BETAS", "DEFAULT_LEARNING_RATES", "GRPO_FIELDS", "JUDGED_REWARDS",
            "LLM_FEATURE_POLICIES", "LR_SCHEDULERS", "METHODS", "REPORTERS", "TOOL_FORMATS",
-           "JudgedRewardKind", "Method", "TrainSettings", "split_validation"]
+           "JudgedRewardKind", "Method", "TrainSettings", "split_validation",
+           "vllm_server_checks"]
 
 Method = Literal["sft", "dpo", "sft+dpo", "grpo"]
 METHODS: tuple[str, ...] = ("sft", "dpo", "sft+dpo", "grpo")
@@ -102,7 +106,8 @@ JudgedRewardKind = Literal["none", "rank", "vote"]
 JUDGED_REWARDS: tuple[str, ...] = ("none", "rank", "vote")
 #: The fields only GRPO reads (left out of other methods' cards and fingerprints).
 GRPO_FIELDS: tuple[str, ...] = ("num_generations", "max_completion_length", "temperature",
-                                "use_vllm", "vllm_mode", "reward_workers", "check_reward_weight",
+                                "use_vllm", "vllm_mode", "vllm_server_base_url",
+                                "reward_workers", "check_reward_weight",
                                 "format_penalty", "llm_features", "tool_max_turns",
                                 "free_first_turn", "judge", "judged_reward",
                                 "judged_reward_weight")
@@ -123,7 +128,9 @@ _QUIET_DEFAULTS: dict[str, object] = {"lr_scheduler_type": "linear", "warmup_ste
                                       "validation_split": 0.0, "report_to": "none",
                                       "tool_format": "auto", "judge": None,
                                       "judged_reward": "none", "judged_reward_weight": 1.0,
-                                      "parallel": "auto"}
+                                      "parallel": "auto", "vllm_server_base_url": None}
+#: The knobs that never enter the fingerprint: how a run reports, spreads or reaches vLLM.
+_UNFINGERPRINTED: tuple[str, ...] = ("report_to", "parallel", "vllm_server_base_url")
 
 #: (stage, lora) -> learning rate, used when none is given.
 DEFAULT_LEARNING_RATES: dict[tuple[str, bool], float] = {
@@ -179,6 +186,9 @@ class TrainSettings:
     temperature: float = 1.0
     use_vllm: bool | None = None
     vllm_mode: str = "colocate"
+    #: vllm_mode "server": the base URL of the ``trl vllm-serve`` server (None: TRL's
+    #: host and port, 0.0.0.0:8000)
+    vllm_server_base_url: str | None = None
     reward_workers: int = 0
     check_reward_weight: float = 0.0
     format_penalty: float = 0.0
@@ -269,6 +279,7 @@ class TrainSettings:
              f"temperature (--temperature) must be positive, got {self.temperature:g}"),
             (self.vllm_mode in ("colocate", "server"),
              f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}"),
+            *vllm_server_checks(self.vllm_server_base_url, self.vllm_mode, self.use_vllm),
             (self.reward_workers >= 0,
              f"reward_workers (--reward-workers) must be 0 or more, got {self.reward_workers}"),
             (self.check_reward_weight >= 0 and self.format_penalty >= 0,
@@ -382,10 +393,37 @@ class TrainSettings:
     def fingerprint(self, data_hash: str, base: str = "") -> str:
         """A short hash of these settings, the data and the base: equal means "same run"."""
         settings = {k: v for k, v in self.hyperparameters().items()
-                    if k not in ("report_to", "parallel")}
+                    if k not in _UNFINGERPRINTED}
         payload = json.dumps({"settings": settings, "data": data_hash, "base": base},
                              sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def vllm_server_checks(url: str | None, vllm_mode: str,
+                       use_vllm: bool | None) -> list[tuple[bool, str]]:
+    """The checks of ``vllm_server_base_url`` (``--vllm-server-url``): an http(s) URL, server mode.
+
+    Shared by :class:`TrainSettings` and the improve loop's settings.
+
+    >>> [ok for ok, _ in vllm_server_checks("http://gpu-box:8000", "server", None)]
+    [True, True, True]
+    >>> [ok for ok, _ in vllm_server_checks("gpu-box:8000", "colocate", False)]
+    [False, False, False]
+    """
+    if url is None:
+        return []
+    parts = urlsplit(url)
+    return [
+        (parts.scheme in ("http", "https") and bool(parts.hostname),
+         f"vllm_server_base_url (--vllm-server-url) must be an http(s) URL such as "
+         f"http://localhost:8000, got {url!r}"),
+        (vllm_mode == "server",
+         "vllm_server_base_url (--vllm-server-url) names the server of --vllm-mode server, "
+         f"got vllm_mode={vllm_mode!r}; pass --vllm-mode server, or drop --vllm-server-url"),
+        (use_vllm is not False,
+         "vllm_server_base_url (--vllm-server-url) is where GRPO generates with vLLM, and "
+         "--no-vllm turns vLLM off; drop one of them"),
+    ]
 
 
 def split_validation(rows: list[Any], fraction: float, *, seed: int) -> tuple[list[Any], list[Any]]:
