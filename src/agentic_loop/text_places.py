@@ -71,7 +71,8 @@ _seen_lock = threading.Lock()
 
 
 class PlaceWarning(UserWarning):
-    """A place holding user text could not be recorded; ``forget`` will not find it alone."""
+    """A place holding user text could not be recorded (``forget`` will not find it alone), or
+    a recorded place could not be reached (it may be gone for good)."""
 
 
 class Place(BaseModel):

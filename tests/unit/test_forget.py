@@ -387,3 +387,22 @@ def test_the_api_is_public_and_checks_its_arguments() -> None:
         forget_user("  ")
     with pytest.raises(ConfigError, match="positive age"):
         enforce_retention(timedelta(0))
+
+
+def test_a_recorded_database_out_of_reach_warns_and_a_given_one_raises(tmp_path: Path) -> None:
+    """A recorded place can be gone for good (a throwaway database): consent withdrawal is
+    still recorded everywhere else, with a warning; a database the caller names must be
+    reached, so it is an error."""
+    from agentic_loop.errors import StorageError
+    from agentic_loop.text_places import PlaceWarning, record_place
+
+    gone = "postgresql://nobody@127.0.0.1:1/none"  # nothing listens on port 1
+    assert record_place("database", gone, what="trajectory database", near=[tmp_path])
+    logs = tmp_path / "trajectories"
+    TrajectoryLog(logs).append(Trajectory(architecture="a", model_id="m", task="t",
+                                          user_id_hash=hash_user_id(ALICE)))
+    with pytest.warns(PlaceWarning, match="127.0.0.1"):
+        assert withdraw_consent(ALICE, data=tmp_path, audit_log=None) == 1
+    assert TrajectoryLog(logs).read()[0].consent is False
+    with pytest.raises(StorageError, match="not in"):
+        withdraw_consent(ALICE, data=tmp_path, trajectories=[logs, gone], audit_log=None)

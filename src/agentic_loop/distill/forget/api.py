@@ -59,6 +59,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import os
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -85,7 +86,7 @@ from agentic_loop.distill.forget.trajectory_db import (
 from agentic_loop.errors import ConfigError, StorageError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.memory import TextEmbedder, read_collections
-from agentic_loop.text_places import data_root
+from agentic_loop.text_places import PlaceWarning, data_root
 from agentic_loop.trajectories import TrajectoryLog, hash_user_id
 from agentic_loop.trajectory_stores import safe_dsn
 
@@ -369,9 +370,12 @@ def withdraw_consent(user_id: str, *, data: PathArg | None = None, trajectories:
     beside those logs. Their runs stay (the service may still need them) but
     every later export leaves them out (the logs apply the latest consent to
     all of a user's runs; the export drops refused runs whatever its consent
-    option). A database out of reach is a StorageError naming it and how to
-    reach it, raised after the others recorded the withdrawal (and the audit
-    line names it): run it again once it can be reached.
+    option). A database given here and out of reach is a StorageError naming
+    it and how to reach it, raised after the others recorded the withdrawal
+    (and the audit line names it): run it again once it can be reached. A
+    *recorded* database out of reach (a place that may be gone for good) is a
+    :class:`~agentic_loop.text_places.PlaceWarning` and an audit entry, as in
+    :func:`forget_user`.
     """
     if not isinstance(user_id, str) or not user_id.strip():
         raise ConfigError(f"user_id={user_id!r}: pass the id the user's runs were made with")
@@ -393,7 +397,11 @@ def withdraw_consent(user_id: str, *, data: PathArg | None = None, trajectories:
             counts={"logs": len(files) + len(reached)},
             stores={"trajectories": [*(str(f) for f in files), *reached]},
             unreached=[p.path for p in unreached]))
-    if unreached:
+    given = {safe_dsn(url) for url in databases}
+    for place in (p for p in unreached if p.path not in given):
+        warnings.warn(f"consent withdrawal not recorded in {place.warning()}", PlaceWarning,
+                      stacklevel=2)
+    if missed := [p for p in unreached if p.path in given]:
         raise StorageError(f"consent withdrawal recorded in {len(files) + len(reached)} "
-                           "log(s) but not in: " + "; ".join(p.warning() for p in unreached))
+                           "log(s) but not in: " + "; ".join(p.warning() for p in missed))
     return len(files) + len(reached)
