@@ -37,12 +37,20 @@ def with_database(uri: str, name: str) -> str:
 
 
 class Throwaway:
-    """A running throwaway server: its URI, fresh databases, restart, cleanup."""
+    """A running throwaway server: its URI, fresh databases, restart, cleanup.
+
+    While it runs, the data folder (``AGENTIC_LOOP_DATA``) is one of its own: the databases
+    it holds are recorded there as places, and once it is gone they cannot be reached, so
+    they must not stay recorded where later tests' ``forget`` would try each of them.
+    """
 
     def __init__(self, folder: Path, server: Any) -> None:
         self.folder = folder
         self.server = server
         self.uri: str = server.get_uri()
+        self._data_before = os.environ.get("AGENTIC_LOOP_DATA")
+        self.data = Path(tempfile.mkdtemp(prefix="agentic-loop-pg-data-"))
+        os.environ["AGENTIC_LOOP_DATA"] = str(self.data)
 
     def fresh_database(self, name: str, *, extensions: tuple[str, ...] = ()) -> str:
         """A new empty database ``name`` (dropped first if there); its URI."""
@@ -71,9 +79,15 @@ class Throwaway:
         assert self.server.get_uri() == self.uri, "the restarted server moved its socket"
 
     def cleanup(self) -> None:
-        """Stop the server and delete its folder."""
+        """Stop the server, delete its folder and its data folder, and give the data folder
+        back."""
         self.server.cleanup()
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.data, ignore_errors=True)
+        if self._data_before is None:
+            os.environ.pop("AGENTIC_LOOP_DATA", None)
+        else:
+            os.environ["AGENTIC_LOOP_DATA"] = self._data_before
 
 
 def start_throwaway(*, extensions: tuple[str, ...] = ()) -> Throwaway:

@@ -100,21 +100,26 @@ def test_planted_runs_fire_a_real_round_and_a_promoted_gate_starts_the_canary(
     actions = [r.action for r in records]
     assert actions[:3] == ["trigger", "round start", "round end"], (actions, lines)
     assert actions.count("round end") == rounds
+    # a round may end with no candidate (nothing of its samples passed the bar: no data)
+    made = [r.version for r in records if r.action == "round end" and r.version]
     versions = [v.version for v in reg.versions()]
-    assert versions == ["v1", *(f"v{n + 1}" for n in range(1, rounds + 1))], lines
+    assert versions == ["v1", *made], lines
     assert status.current == "v1"  # the round registered its candidate, it did not promote it
     assert [e.action for e in reg.history()].count("promote") == 1 + (did == "canary") * 1
     for n in range(1, rounds + 1):  # each round learned from its own new runs only
         state = json.loads((tmp_path / "work" / f"round-{n:04d}" / "round-001" / "state.json")
                            .read_text())
         assert state["from_runs"] == len(pool), state
-    last = versions[-1]
+    assert [p.version for p in status.rounds if p.version] == made
+    if not made:  # three rounds, nothing to train on: no candidate, no canary
+        assert did == "round" and canary is None and status.phase == "idle"
+        return
+    last = made[-1]
     gate = version_gate(reg.get(last))
     assert gate is not None
-    end = [r for r in records if r.action == "round end"][-1]
+    end = [r for r in records if r.action == "round end" and r.version][-1]
     assert end.version == last and end.data["decision"] == gate.decision.value
     assert end.data["golden"]["tasks"] == len(golden)
-    assert [p.version for p in status.rounds] == versions[1:]
     print(f"{rounds} round(s); gate {gate.describe()}; the service did {did!r}")
     if gate.decision == Decision.PROMOTE:
         assert did == "canary" and canary is not None
@@ -204,12 +209,13 @@ def test_the_service_reads_a_postgres_sink_and_outlives_a_postgres_restart(
         thread.start()
         try:
             server.stop()  # Postgres restarts under the running service
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while not any("tick failed" in line for line in lines) \
                     and time.monotonic() < deadline:
                 time.sleep(0.1)
             server.start()
             failed_at = len(lines)
+            deadline = time.monotonic() + 120  # a loaded machine: the restart and a tick
             while not any(line == "tick: wait" for line in lines[failed_at:]) \
                     and time.monotonic() < deadline:
                 time.sleep(0.1)
