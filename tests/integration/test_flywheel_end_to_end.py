@@ -48,7 +48,6 @@ from agentic_loop.distill.flywheel.settings import FlywheelSettings
 from agentic_loop.distill.flywheel.status_server import StatusServer
 from agentic_loop.distill.loop.gating import register_evaluated
 from agentic_loop.distill.loop.records import ImproveResult, ImproveRound, Registration
-from agentic_loop.distill.loop.settings import ImproveSettings
 from agentic_loop.distill.release.canary.state import read_canary
 from agentic_loop.distill.release.front import VERSION_HEADER
 from agentic_loop.distill.release.registry import Registry
@@ -56,7 +55,6 @@ from agentic_loop.distill.release.registry_audit import version_gate
 from agentic_loop.distill.release.serve_watch import RegistryServer, serve_registered
 from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
 from agentic_loop.judges import rubric_for_task
-from agentic_loop.memory import HashingEmbedder
 from agentic_loop.models.embedded import ensure_converted
 from agentic_loop.tasks.sets import constrained_tasks, split_tasks
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
@@ -287,14 +285,9 @@ def test_a_real_round_on_the_embedded_model_ramps_at_the_server(
                                   task=spec.task, rubric=rubric.to_dict(), final_output="ok",
                                   accepted=True, latency_s=1.0))
 
-    improve = ImproveSettings(
-        samples=2, max_tokens=32, thresholds=(3.0,), hint_retry=False, max_concurrency=2,
-        train_options={"max_steps": 3, "batch_size": 2, "max_length": 128,
-                       "learning_rate": 5e-3, "progress": False},
-        export_options={"pii": "regex", "embedder": HashingEmbedder()},
-        eval_options={"min_tasks": 2, "kl": False, "rollback_ratio": 0.01, "alpha": 0.999999,
-                      "min_effect": 0.0, "diversity_check": False,
-                      "embedder": HashingEmbedder()})
+    from test_flywheel_real_round import tiny_round_settings
+
+    improve = tiny_round_settings()
     settings = FlywheelSettings(min_new_runs=len(pool), improve=improve, ramp=RAMP)
     lines: list[str] = []
     with serve_registered(reg, python=_failing_stand_in(tmp_path / "vllm"), device="cpu",

@@ -44,6 +44,20 @@ from agentic_loop.trajectories import Trajectory, TrajectoryLog
 pytestmark = pytest.mark.slow
 
 
+def tiny_round_settings() -> ImproveSettings:
+    """One real improve round on the embedded model in about a minute, with a gate made
+    permissive (any golden result short of halving passes, two tasks suffice), so a tiny
+    candidate can say PROMOTE; the end-to-end flywheel test uses it too."""
+    return ImproveSettings(
+        samples=2, max_tokens=32, thresholds=(3.0,), hint_retry=False, max_concurrency=2,
+        train_options={"max_steps": 3, "batch_size": 2, "max_length": 128,
+                       "learning_rate": 5e-3, "progress": False},
+        export_options={"pii": "regex", "embedder": HashingEmbedder()},
+        eval_options={"min_tasks": 2, "kl": False, "rollback_ratio": 0.01, "alpha": 0.999999,
+                      "min_effect": 0.0, "diversity_check": False,
+                      "embedder": HashingEmbedder()})
+
+
 def test_planted_runs_fire_a_real_round_and_a_promoted_gate_starts_the_canary(
         tmp_path: Path) -> None:
     pool, golden = split_tasks(constrained_tasks(10, seed=3), held_out=0.4, seed=0)
@@ -62,14 +76,7 @@ def test_planted_runs_fire_a_real_round_and_a_promoted_gate_starts_the_canary(
                                   rubric=rubric.to_dict(), final_output="ok", accepted=True,
                                   latency_s=1.0))
 
-    improve = ImproveSettings(
-        samples=2, max_tokens=32, thresholds=(3.0,), hint_retry=False, max_concurrency=2,
-        train_options={"max_steps": 3, "batch_size": 2, "max_length": 128,
-                       "learning_rate": 5e-3, "progress": False},
-        export_options={"pii": "regex", "embedder": HashingEmbedder()},
-        eval_options={"min_tasks": 2, "kl": False, "rollback_ratio": 0.01, "alpha": 0.999999,
-                      "min_effect": 0.0, "diversity_check": False,
-                      "embedder": HashingEmbedder()})
+    improve = tiny_round_settings()
     ramp = RampSettings(stages=(0.5, 1.0), min_runs=20, min_breach_runs=10, pass_margin=0.25,
                         error_margin=0.25, looks=(1,))  # one look: this tests the service
     settings = FlywheelSettings(min_new_runs=len(pool), improve=improve, ramp=ramp)

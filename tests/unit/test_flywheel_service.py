@@ -311,12 +311,17 @@ ROUND_SERVICE = textwrap.dedent("""
 """)
 
 
+def _round_service(world: dict[str, Any]) -> subprocess.Popen[str]:
+    """The service in a process of its own, stuck in a round (it prints "in round")."""
+    return subprocess.Popen(
+        [sys.executable, "-c", ROUND_SERVICE, str(world["reg"].root), str(world["traj"]),
+         str(world["golden"]), str(world["work"])], stdout=subprocess.PIPE, text=True)
+
+
 def test_kill_9_during_a_round_runs_the_round_again_at_restart(world: dict[str, Any]) -> None:
     reg = world["reg"]
     _plant(world, "v1", 5)
-    service = subprocess.Popen(
-        [sys.executable, "-c", ROUND_SERVICE, str(reg.root), str(world["traj"]),
-         str(world["golden"]), str(world["work"])], stdout=subprocess.PIPE, text=True)
+    service = _round_service(world)
     try:
         assert service.stdout is not None and service.stdout.readline().strip() == "in round"
         assert Journal(reg.root).load().phase == "round"
@@ -474,9 +479,7 @@ def test_the_ramp_at_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 def test_sigterm_waits_for_the_step_a_second_one_stops_a_round(world: dict[str, Any]) -> None:
     reg = world["reg"]
     _plant(world, "v1", 5)
-    service = subprocess.Popen(
-        [sys.executable, "-c", ROUND_SERVICE, str(reg.root), str(world["traj"]),
-         str(world["golden"]), str(world["work"])], stdout=subprocess.PIPE, text=True)
+    service = _round_service(world)
     try:
         assert service.stdout is not None and service.stdout.readline().strip() == "in round"
         service.send_signal(signal.SIGTERM)
