@@ -64,6 +64,7 @@ from typing import Any
 from quality import machine  # bench/ is on the path when a bench script runs
 from rich.console import Console
 
+from agentic_loop.errors import short_error
 from agentic_loop.tasks.spec import TaskSpec
 
 RESULTS = Path(__file__).parent / "results" / "flywheel.json"
@@ -296,6 +297,9 @@ def main() -> None:
                              "SFT: self-rewarding,spin,ttrl,constitutional")
     parser.add_argument("--arithmetic", type=int, default=0,
                         help="arithmetic tasks added to pool and golden (SPIN, TTRL need them)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="rounds of every improve arm (default 3; thresholds keep their "
+                             "last value)")
     parser.add_argument("--judge", default=None,
                         help="judge model spec of self-rewarding and constitutional")
     args = parser.parse_args()
@@ -304,6 +308,10 @@ def main() -> None:
     o = Options.quick() if args.quick else Options()
     if args.arithmetic:
         o = replace(o, arithmetic=args.arithmetic)
+    if args.rounds:
+        last = o.thresholds[-1]
+        o = replace(o, rounds=args.rounds,
+                    thresholds=(o.thresholds + (last,) * args.rounds)[:args.rounds])
     console = Console()
     started = time.perf_counter()
     at_start = machine()
@@ -323,22 +331,38 @@ def main() -> None:
         sft = run_sft(o, golden, first_data, max(1, steps), work, console)
         summary = summarize(result, sft)
         summary["methods"] = []
+
+        def save(partial: bool) -> dict[str, Any]:
+            """The report so far: a run cut after any arm keeps the arms it measured."""
+            report = {
+                "bench": "flywheel", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "mode": "quick" if args.quick else "full", "partial": partial,
+                "machine": {**machine(), "load_avg_1m_at_start": at_start["load_avg_1m"]},
+                "options": asdict(o), "dev_set": {"pool": len(pool), "golden": len(golden)},
+                **summary, "sft": sft, "improve_s": round(improve_s, 1),
+                "seconds": round(time.perf_counter() - started, 1)}
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+            return report
+
+        save(partial=bool(methods))
         for method in methods:  # each: its own run, same rounds and steps, its own registry
             console.print(f"method {method}: {o.rounds} rounds of {o.steps} steps")
-            run = run_improve(o, pool, golden, work / method, console, method, args.judge)
-            summary["methods"].append(method_row(method, run, sft))
-        seconds = round(time.perf_counter() - started, 1)
-        report = {
-            "bench": "flywheel", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "mode": "quick" if args.quick else "full",
-            "machine": {**machine(), "load_avg_1m_at_start": at_start["load_avg_1m"]},
-            "options": asdict(o), "dev_set": {"pool": len(pool), "golden": len(golden)},
-            **summary, "sft": sft, "improve_s": round(improve_s, 1), "seconds": seconds}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+            t1 = time.perf_counter()
+            try:
+                run = run_improve(o, pool, golden, work / method, console, method, args.judge)
+                row = method_row(method, run, sft)
+            except Exception as exc:  # a method that fails is a row with its error, not a lost run
+                row = {"method": method, "rounds": [], "error": short_error(exc),
+                       "final_pass_rate": None, "steps": 0, "stopped": "error"}
+            row["seconds"] = round(time.perf_counter() - t1, 1)
+            summary["methods"].append(row)
+            save(partial=method != methods[-1])
+        report = save(partial=False)
         plot(summary, sft, args.out.with_suffix(".png"))
         print_results(summary, sft, console)
-        console.print(f"wrote {args.out} and {args.out.with_suffix('.png')} in {seconds:.0f}s")
+        console.print(f"wrote {args.out} and {args.out.with_suffix('.png')} in "
+                      f"{report['seconds']:.0f}s")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
