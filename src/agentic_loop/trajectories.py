@@ -276,6 +276,9 @@ class ReviewLabel(BaseModel):
     reviewer: str | None = None
     #: where the label was given: the local queue, or a LangSmith annotation queue
     source: Literal["local", "langsmith"] = "local"
+    #: how the run reached the person: the review sample's random draw, or as an edge case
+    #: (a restricted score range: the agreement alarm never decides on those); None: no queue
+    drawn: Literal["random", "edge"] | None = None
     created_at: datetime = Field(default_factory=utc_now)
 
     @model_validator(mode="after")
@@ -421,7 +424,7 @@ def merge_side_records(runs: Sequence[Trajectory], feedback: Iterable[tuple[str,
     for label in reviews:  # field by field: a later comment keeps the verdict
         old = reviewed.get(label.trajectory_id)
         reviewed[label.trajectory_id] = label if old is None else label.model_copy(update={
-            k: getattr(old, k) for k in ("verdict", "rating", "comment", "reviewer")
+            k: getattr(old, k) for k in ("verdict", "rating", "comment", "reviewer", "drawn")
             if getattr(label, k) is None})
 
     def update(t: Trajectory) -> dict[str, Any]:

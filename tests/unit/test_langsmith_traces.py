@@ -1,23 +1,19 @@
-"""LangSmith traces, offline: a collector on 127.0.0.1 stands in for the LangSmith API."""
+"""LangSmith traces, offline: a collector on 127.0.0.1 (the suite's fake LangSmith,
+``tests/fake_langsmith.py``) stands in for the LangSmith API."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import operator
 import os
 import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Annotated
-from urllib.parse import parse_qs, urlparse
 
 import pytest
+from fake_langsmith import FakeLangSmith
 from langchain_core.tracers import LangChainTracer
 from langgraph.graph import END, START, StateGraph
 from langsmith import Client
@@ -30,88 +26,9 @@ from agentic_loop.testing import ScriptedChatModel
 from agentic_loop.trajectories import Round
 
 
-class Collector:
-    """Records the runs and feedback a langsmith Client posts and patches."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, dict] = {}
-        self.feedback: list[dict] = []
-        self.projects: dict[str, str] = {}
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _body(self) -> dict:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    raw = gzip.decompress(raw)
-                return json.loads(raw or b"{}")
-
-            def _reply(self, code: int = 200, payload: dict | list | None = None) -> None:
-                body = json.dumps({} if payload is None else payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                url = urlparse(self.path)
-                if url.path.endswith("/info"):
-                    self._reply(200, {"version": "test"})
-                elif url.path.rstrip("/").endswith("/sessions"):  # read_project(project_name=)
-                    name = parse_qs(url.query).get("name", [""])[0]
-                    with outer.lock:
-                        known = outer.projects.get(name)
-                    self._reply(200, [{"id": known, "name": name, "tenant_id": known,
-                                       "start_time": "2026-01-01T00:00:00",
-                                       "reference_dataset_id": None}] if known else [])
-                else:
-                    self._reply(200, {})
-
-            def do_POST(self):
-                if self.path.rstrip("/").endswith("/runs"):
-                    run = self._body()
-                    with outer.lock:
-                        outer.runs[run["id"]] = run
-                        project = run.get("session_name")
-                        if project:
-                            outer.projects.setdefault(project, str(uuid.uuid4()))
-                    self._reply(200)
-                elif self.path.rstrip("/").endswith("/feedback"):
-                    feedback = self._body()
-                    with outer.lock:
-                        outer.feedback.append(feedback)
-                    self._reply(200, {"id": feedback.get("id")})
-                else:
-                    self._reply(404)
-
-            def do_PATCH(self):
-                run_id = self.path.rstrip("/").split("/")[-1]
-                update = self._body()
-                with outer.lock:
-                    run = outer.runs.setdefault(run_id, {"id": run_id})
-                    for key, value in update.items():
-                        if key == "extra" and isinstance(value, dict):
-                            run.setdefault("extra", {}).update(value)
-                        elif value is not None:
-                            run[key] = value
-                self._reply(200)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-
-
 @pytest.fixture
 def collector():
-    c = Collector()
+    c = FakeLangSmith()
     yield c
     c.close()
 
@@ -161,7 +78,7 @@ def test_every_node_is_a_named_run_with_tags_and_metadata(collector):
         collector.projects["agentic-loop-tests"]}
 
 
-def _feedback_on(collector: Collector, run_id: str) -> dict[str, float]:
+def _feedback_on(collector: FakeLangSmith, run_id: str) -> dict[str, float]:
     return {f["key"]: f["score"] for f in collector.feedback if f["run_id"] == run_id}
 
 

@@ -1,11 +1,13 @@
 """``agentic-loop monitor`` reports the judge against people: the table per judge and version,
-exit code 1 on the alarm (and 0 when the judge agrees), --min-labels, --json, no labels, and a
-registry with no current version (the judge is still checked)."""
+exit code 1 on the alarm (and 0 when the judge agrees), --min-labels, --json, no labels, a
+registry with no current version (the judge is still checked), and the strata: random labels
+decide, edge-case labels are shown apart and never alarm."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from distill_helpers import tagline_registry
 from typer.testing import CliRunner
@@ -13,13 +15,14 @@ from typer.testing import CliRunner
 from agentic_loop.cli import app
 from agentic_loop.distill.release.monitor import MonitorSettings, monitor
 from agentic_loop.distill.release.registry import Registry
+from agentic_loop.judges import Feature, Rubric
 from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
 
-runner = CliRunner()
+runner = CliRunner(env={"COLUMNS": "200"})  # every column shown
 
 
 def add_runs(log: TrajectoryLog, model: str, n: int, *, judge: str | None, agrees: bool,
-             label: bool = True) -> None:
+             label: bool = True, drawn: Literal["random", "edge"] | None = None) -> None:
     """``n`` healthy runs of ``model``; a person rates each 1-5 (cycling) and accepts 3 and up.
     An agreeing judge scores 2 * rating and accepts the same; a disagreeing one scores the
     reverse and accepts ratings 1-3 (so both judges pass 60% of runs and score 6 on average:
@@ -35,7 +38,7 @@ def add_runs(log: TrajectoryLog, model: str, n: int, *, judge: str | None, agree
                        latency_s=1.0)
         log.append(t)
         if label:
-            log.record_review(ReviewLabel(trajectory_id=t.id, rating=human,
+            log.record_review(ReviewLabel(trajectory_id=t.id, rating=human, drawn=drawn,
                                           verdict="accept" if human >= 3 else "reject"))
 
 
@@ -45,7 +48,8 @@ def args(tmp_path: Path, reg: Registry, *extra: str) -> list[str]:
 
 
 def agreement_rows(output: str) -> list[list[str]]:
-    """The agreement table's rows (judge, version, labels, ratings, spearman, kappa, status)."""
+    """The agreement table's rows (judge, version, random labels, ratings, spearman, kappa,
+    edge labels, edge spearman, edge kappa, score, status)."""
     return [line.split() for line in output.splitlines()
             if line.split()[:1] in (["good-judge"], ["bad-judge"])
             and line.split()[1] in ("v1", "v2", "-")]
@@ -61,8 +65,8 @@ def test_a_disagreeing_judge_exits_1_and_only_its_row_breaches(tmp_path: Path):
     assert "verdict: healthy" in result.output  # the versions are fine: the judge is not
     assert "Judge vs people" in result.output
     assert agreement_rows(result.output) == [  # by judge, then version
-        ["bad-judge", "v2", "40", "40", "-1.00", "-0.67", "breach"],
-        ["good-judge", "v1", "40", "40", "1.00", "1.00", "agrees"]]
+        ["bad-judge", "v2", "40", "40", "-1.00", "-0.67", "0", "-", "-", "final", "breach"],
+        ["good-judge", "v1", "40", "40", "1.00", "1.00", "0", "-", "-", "final", "agrees"]]
     assert "judge alarm: judge bad-judge on v2 disagrees with people" in result.output
     assert reg.current is not None and reg.current.version == "v2"  # the alarm rolls nothing back
     saved = json.loads((tmp_path / "m.json").read_text())["agreement"]
@@ -89,7 +93,8 @@ def test_min_labels_and_threshold_options(tmp_path: Path):
     held = runner.invoke(app, args(tmp_path, reg, "--min-labels", "50"))
     assert held.exit_code == 0, held.output
     assert [r[4:] for r in agreement_rows(held.output)] == [
-        ["-1.00", "-0.67", "too", "few", "labels"], ["1.00", "1.00", "too", "few", "labels"]]
+        ["-1.00", "-0.67", "0", "-", "-", "final", "too", "few", "labels"],
+        ["1.00", "1.00", "0", "-", "-", "final", "too", "few", "labels"]]
     assert "10 more needed" in held.output
     lenient = runner.invoke(app, args(tmp_path, reg, "--agreement-threshold", "-1"))
     assert lenient.exit_code == 0, lenient.output
@@ -122,4 +127,52 @@ def test_no_current_version_still_checks_the_judge(tmp_path: Path):
     assert result.exit_code == 1, result.output
     assert "verdict: no version" in result.output and "plot:" not in result.output
     assert agreement_rows(result.output) == [
-        ["bad-judge", "-", "30", "30", "-1.00", "-0.67", "breach"]]
+        ["bad-judge", "-", "30", "30", "-1.00", "-0.67", "0", "-", "-", "final", "breach"]]
+
+
+def test_the_strata_and_the_score_used_are_shown_and_edge_cases_never_alarm(tmp_path: Path):
+    """Random labels of an agreeing judge, and edge-case labels where the same judge looks
+    reversed (a restricted range near its line): exit 0, the edge count and statistics shown."""
+    reg = tagline_registry(tmp_path)
+    log = TrajectoryLog(tmp_path / "traj")
+    add_runs(log, "tagline-v1", 25, judge="good-judge", agrees=True, drawn="random")
+    add_runs(log, "tagline-v1", 30, judge="good-judge", agrees=False, drawn="edge")
+    result = runner.invoke(app, args(tmp_path, reg))
+    assert result.exit_code == 0, result.output
+    assert agreement_rows(result.output) == [
+        ["good-judge", "v1", "25", "25", "1.00", "1.00", "30", "-1.00", "-0.67", "final",
+         "agrees"]]
+    assert "30 edge-case labels (not a random draw, they never raise the alarm): spearman " \
+           "-1.00, kappa -0.67" in " ".join(result.output.split())
+    narrow = runner.invoke(app, args(tmp_path, reg), env={"COLUMNS": "80"})
+    assert max(len(line) for line in narrow.output.splitlines()
+               if line.startswith(" good-judge")) <= 80
+    assert "random" in narrow.output and "edge" in narrow.output  # the strata, even at 80
+
+
+def test_the_judges_own_part_breaches_where_the_checks_carry_the_final_score(tmp_path: Path):
+    """The checks decide the final score (and agree with people); the judged features say the
+    opposite: the alarm fires on the judged part, and the table says so (score: judged)."""
+    reg = tagline_registry(tmp_path)
+    log = TrajectoryLog(tmp_path / "traj")
+    judged = [Feature(f"judged_{k}", f"Judged trait {k}.", 0.1) for k in range(4)]
+    rubric = Rubric.for_constraints(exact_words=5, features=judged)
+    for i in range(30):
+        human = 1 + i % 5
+        values = {"exact_words": 10 - human, **{f.name: k < 5 - human
+                                                 for k, f in enumerate(judged)}}
+        score = rubric.score(values)
+        t = Trajectory(architecture="reflection", model_id="tagline-v1", task=f"task {i}",
+                       rubric=rubric.to_dict(), final_output="d", final_score=score,
+                       accepted=human >= 3, latency_s=1.0,
+                       rounds=[Round(iteration=0, draft="d", score=score, features=values,
+                                     judge="bad-judge", model="tagline-v1")])
+        log.append(t)
+        log.record_review(ReviewLabel(trajectory_id=t.id, rating=human, drawn="random",
+                                      verdict="accept" if human >= 3 else "reject"))
+    result = runner.invoke(app, args(tmp_path, reg))
+    assert result.exit_code == 1, result.output
+    [row] = agreement_rows(result.output)
+    assert row[:4] == ["bad-judge", "v1", "30", "30"] and float(row[4]) < -0.9
+    assert row[-2:] == ["judged", "breach"]
+    assert "runs recorded no judged part" not in result.output

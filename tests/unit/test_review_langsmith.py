@@ -1,16 +1,13 @@
-"""Review through LangSmith, offline: a real HTTP server on 127.0.0.1 serves the few endpoints
-of annotation queues and feedback that ``langsmith.Client`` calls (no mock of the client)."""
+"""Review through LangSmith, offline: a real HTTP server on 127.0.0.1 (the suite's fake
+LangSmith, ``tests/fake_langsmith.py``) serves the few endpoints of annotation queues and
+feedback that ``langsmith.Client`` calls (no mock of the client)."""
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
+from fake_langsmith import FakeLangSmith
 from langsmith import Client
 from typer.testing import CliRunner
 
@@ -24,93 +21,12 @@ from agentic_loop.distill.review import (
 )
 from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
-STAMP = "2026-01-01T00:00:00+00:00"
-
-
-class FakeLangSmith:
-    """Annotation queues and feedback, kept in memory, over HTTP."""
-
-    def __init__(self) -> None:
-        self.queues: dict[str, dict] = {}
-        self.queued: dict[str, list[str]] = {}
-        self.feedback: list[dict] = []
-        self.refuse_adds = False
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _reply(self, code: int = 200, payload: object = None) -> None:
-                body = json.dumps({} if payload is None else payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _body(self) -> Any:
-                return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                                  or b"{}")
-
-            def do_GET(self):
-                url = urlparse(self.path)
-                query = parse_qs(url.query)
-                offset = int(query.get("offset", ["0"])[0])
-                with outer.lock:
-                    if url.path.endswith("/info"):
-                        return self._reply(200, {"version": "test"})
-                    if url.path.rstrip("/").endswith("/annotation-queues"):
-                        names = query.get("name")
-                        found = [q for q in outer.queues.values()
-                                 if not names or q["name"] in names]
-                        return self._reply(200, found[offset:])
-                    if url.path.rstrip("/").endswith("/feedback"):
-                        runs, keys = set(query.get("run", [])), set(query.get("key", []))
-                        found = [f for f in outer.feedback if (not runs or f["run_id"] in runs)
-                                 and (not keys or f["key"] in keys)]
-                        return self._reply(200, found[offset:])
-                self._reply(404, {"detail": "not found"})
-
-            def do_POST(self):
-                path = urlparse(self.path).path.rstrip("/")
-                body = self._body()
-                with outer.lock:
-                    if path.endswith("/annotation-queues"):
-                        queue = {"id": body["id"], "name": body["name"],
-                                 "description": body.get("description"),
-                                 "rubric_instructions": body.get("rubric_instructions"),
-                                 "tenant_id": str(uuid.UUID(int=1)), "created_at": STAMP,
-                                 "updated_at": STAMP}
-                        outer.queues[body["id"]] = queue
-                        return self._reply(200, queue)
-                    if path.endswith("/runs") and "/annotation-queues/" in path:
-                        if outer.refuse_adds:
-                            return self._reply(403, {"detail": "forbidden"})
-                        queue_id = path.split("/")[-2]
-                        outer.queued.setdefault(queue_id, []).extend(body)
-                        return self._reply(200, {})
-                self._reply(404, {"detail": "not found"})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def give(self, run_id: str, key: str, *, score=None, value=None, comment=None,
-             user: str = "ana", at: str = STAMP) -> None:
-        with self.lock:
-            self.feedback.append({
-                "id": str(uuid.uuid4()), "created_at": at, "modified_at": at, "run_id": run_id,
-                "trace_id": None, "key": key, "score": score, "value": value,
-                "comment": comment, "feedback_source": {"type": "app", "user_name": user}})
-
 
 @pytest.fixture
 def server():
     fake = FakeLangSmith()
     yield fake
-    fake.server.shutdown()
+    fake.close()
 
 
 def client_of(server: FakeLangSmith) -> Client:
@@ -202,3 +118,17 @@ def test_the_cli_uses_langsmith_when_it_is_configured(tmp_path, server, monkeypa
     monkeypatch.delenv("LANGSMITH_API_KEY", raising=False)
     refused = runner.invoke(app, ["review", "pull", "--trajectories", str(tmp_path / "traj")])
     assert refused.exit_code == 2 and "no LangSmith API key is set" in refused.stderr
+
+
+def test_pulled_labels_keep_how_their_run_was_drawn(tmp_path, server):
+    runs = log_runs(tmp_path, traced=2, untraced=0)
+    queue = ReviewQueue(tmp_path)
+    push_picks(client_of(server), queue, [ReviewPick(trajectory_id="run0", reasons=["sampled"]),
+                                          ReviewPick(trajectory_id="run1",
+                                                     reasons=["near_threshold"])], runs)
+    server.give(str(uuid.UUID(int=100)), "rating", score=4)
+    server.give(str(uuid.UUID(int=101)), "rating", score=2)
+    pulled = {label.trajectory_id: label.drawn for label in pull_labels(client_of(server), queue)}
+    assert pulled == {"run0": "random", "run1": "edge"}
+    read = {t.id: t.review for t in TrajectoryLog(tmp_path).read()}
+    assert [getattr(read[i], "drawn", None) for i in ("run0", "run1")] == ["random", "edge"]

@@ -1,4 +1,5 @@
-"""The local review queue and `agentic-loop review`: queue once, list pending, label, export."""
+"""The local review queue and `agentic-loop review`: queue once, list pending, label, export;
+labels record how their run was drawn (random or edge case)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typer.testing import CliRunner
 from agentic_loop.cli import app
 from agentic_loop.distill.review import QUEUE_FILE, ReviewPick, ReviewQueue
 from agentic_loop.errors import ConfigError
-from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
+from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
 
 
 @pytest.fixture(autouse=True)
@@ -106,6 +107,7 @@ def test_the_cli_samples_lists_labels_and_exports(tmp_path):
     [row] = [json.loads(line) for line in out.read_text().splitlines()]
     assert row["trajectory_id"] == runs[3].id and row["verdict"] == "reject"
     assert row["rating"] == 2 and row["judge"] == "judge-model" and row["final_score"] == 8.1
+    assert row["drawn"] == "edge"                       # picked near the threshold
     # the file holds a comment: forget must find it
     places = (tmp_path / "traj" / "places.jsonl").read_text()
     assert str(out) in places
@@ -115,3 +117,23 @@ def test_the_cli_refuses_a_folder_without_a_log(tmp_path):
     result = CliRunner().invoke(app, ["review", "list", "--trajectories", str(tmp_path / "no")])
     assert result.exit_code == 2 and "no trajectory log at" in result.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_labels_made_from_the_queue_say_how_their_run_was_drawn(tmp_path):
+    logged(tmp_path)
+    queue = ReviewQueue(tmp_path)
+    queue.add([ReviewPick(trajectory_id="03abcdef03", reasons=["near_threshold"], score=8.1),
+               ReviewPick(trajectory_id="05abcdef05", reasons=["thumbs_down", "guard_flags"]),
+               ReviewPick(trajectory_id="07abcdef07", reasons=["sampled"], score=9.5)])
+    assert [i.drawn for i in queue.items()] == ["edge", "edge", "random"]
+    assert queue.label("03abcdef03", rating=4).drawn == "edge"
+    assert queue.label("05abcdef05", verdict="reject").drawn == "edge"
+    assert queue.label("07abcdef07", verdict="accept", rating=5).drawn == "random"
+    assert queue.label("09abcdef09", rating=3).drawn is None     # never queued
+    log = TrajectoryLog(tmp_path)
+    # a later label without the draw (a note recorded elsewhere) keeps the run's stratum
+    log.record_review(ReviewLabel(trajectory_id="03abcdef03", comment="close call"))
+    read = {t.id: t.review for t in log.read() if t.review is not None}
+    assert {i: r.drawn for i, r in read.items()} == {
+        "03abcdef03": "edge", "05abcdef05": "edge", "07abcdef07": "random", "09abcdef09": None}
+    assert read["03abcdef03"].comment == "close call" and read["03abcdef03"].rating == 4

@@ -9,10 +9,12 @@ registry back (audit entry with the metric, numbers and window) and the live
 server follows. Writes a PNG of the metrics.
 
 It also checks the judge against people: per judge model and version, the
-number of labelled runs and ratings, Spearman between the judge's score and
-the people's 1-5 rating, Cohen's kappa between the judge's and the people's
-accept/reject, and the status. Agreement below ``--agreement-threshold``
-(0.7) on at least ``--min-labels`` (20) labels raises the alarm; it rolls
+number of labelled runs and ratings, Spearman between the judge's own part of
+the score (its judged features) and the people's 1-5 rating, Cohen's kappa
+between the run's and the people's accept/reject, and the status, for the
+random draw of runs (which decides) and apart for the edge cases (shown, never
+alarming: a restricted score range). Agreement below ``--agreement-threshold``
+(0.7) on at least ``--min-labels`` (20) random labels raises the alarm; it rolls
 nothing back (the judge disagrees, not the served model) but turns judged
 rewards off in the improve loop. No labels: it says so.
 
@@ -188,24 +190,39 @@ def _print_verdict(report: MonitorReport) -> None:
 
 
 def _print_agreement(agreement: AgreementReport) -> None:
-    """The judge-vs-people table, or why there is none, and the alarm's reasons."""
+    """The judge-vs-people table, or why there is none, and the alarm's reasons.
+
+    The counts are per stratum: ``random`` (runs the review sample drew at random, or
+    labelled outside a queue; the alarm decides on these alone) and ``edge`` (edge cases,
+    their statistics shown but never alarming).
+    """
     if not agreement.rows:
         console.print(f"judge vs people: {escape(agreement.describe())}; label runs with "
                       "`agentic-loop review`", highlight=False, soft_wrap=True)
         return
     columns = [Col("judge", wrap=True, min_width=8), Col("version"),
-               *(Col(name, justify="right") for name in ("labels", "ratings", "spearman",
-                                                         "kappa")), Col("status")]
+               *(Col(name, justify="right", short=short) for name, short in (
+                   ("random", "rand"), ("ratings", "rated"), ("spearman", "rho"),
+                   ("kappa", None), ("edge", None))),
+               Col("edge spearman", justify="right", short="e.rho", drop=1),
+               Col("edge kappa", justify="right", short="e.kappa", drop=1),
+               Col("score", drop=2), Col("status")]
     table = FitTable(f"Judge vs people (alarm: spearman or kappa < {agreement.threshold:g} "
-                     f"on >= {agreement.min_labels} labels)", columns, title_justify="left",
-                     box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-                     caption="spearman: judge score vs people's 1-5 rating; kappa: judge's "
-                     "vs people's accept/reject", caption_justify="left")
+                     f"on >= {agreement.min_labels} random labels)", columns,
+                     title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                     caption="random: labels of runs drawn at random or labelled outside a "
+                     "queue (the alarm decides on these); edge: edge-case labels (a restricted "
+                     "range: shown, never alarming); spearman: the judge's own part of the "
+                     "score (its judged features; score final: no judged part recorded) vs "
+                     "people's 1-5 rating; kappa: the run's vs people's accept/reject",
+                     caption_justify="left")
     colors = {"breach": "red", "agrees": "green"}
     for r in agreement.rows:
         color = colors.get(r.status, "yellow")
         table.add_row(escape(r.judge), r.version or "-", str(r.labels), str(r.ratings),
-                      _num(r.spearman), _num(r.kappa), f"[{color}]{r.status}[/]")
+                      _num(r.spearman), _num(r.kappa), str(r.edge.labels),
+                      _num(r.edge.spearman), _num(r.edge.kappa), r.score,
+                      f"[{color}]{r.status}[/]")
     console.print(table)
     if agreement.unjudged:
         console.print(f"{agreement.unjudged} labelled runs were decided by the checks alone "
@@ -214,7 +231,7 @@ def _print_agreement(agreement: AgreementReport) -> None:
         if r.breached:
             console.print(f"[bold red]judge alarm[/]: {escape(r.reason)}", highlight=False,
                           soft_wrap=True)
-        elif r.status != "agrees":
+        elif r.status != "agrees" or r.edge.labels or r.score != "judged":
             console.print(f"{escape(r.judge)} ({r.version or 'no version'}): "
                           f"{escape(r.reason)}", highlight=False, soft_wrap=True)
 

@@ -18,7 +18,11 @@ recorded in the local queue file (``destination`` says where it went), so
 :class:`~agentic_loop.trajectories.ReviewLabel` (``source="langsmith"``):
 key ``accept`` (score 1 or value ``"accept"``: accept; score 0 or
 ``"reject"``: reject), key ``rating`` (a score 1-5), and the feedback's
-comments. A label already pulled is not stored again.
+comments. A label already pulled is not stored again. Each pulled label keeps how its
+run was drawn (``drawn``: random or edge case) from the pick's local queue record
+(:attr:`~agentic_loop.distill.review.queue.QueueItem.drawn`): a LangSmith annotation
+queue item carries no metadata of its own, and the reviewer need not see it (knowing
+a run is an edge case would colour the label).
 
 Example:
     >>> from agentic_loop.trajectories import Trajectory
@@ -177,7 +181,8 @@ def _reviewer(feedback: Any) -> str | None:
 def pull_labels(client: Any, queue: ReviewQueue) -> list[ReviewLabel]:
     """Read the feedback people gave the queue's LangSmith runs back as labels, store the
     new ones in the log's ``reviews.jsonl`` and return them."""
-    sent = {i.langsmith_run_id: i.trajectory_id for i in queue.items() if i.langsmith_run_id}
+    items_sent = {i.langsmith_run_id: i for i in queue.items() if i.langsmith_run_id}
+    sent = {run_id: i.trajectory_id for run_id, i in items_sent.items()}
     if not sent:
         return []
     try:
@@ -207,7 +212,7 @@ def pull_labels(client: Any, queue: ReviewQueue) -> list[ReviewLabel]:
                             comment="\n".join(comments)[:4000] or None,
                             reviewer=next((who for f in reversed(items)
                                            if (who := _reviewer(f))), None),
-                            source="langsmith")
+                            source="langsmith", drawn=items_sent[run_id].drawn)
         before = latest.get(label.trajectory_id)
         if before is not None and (before.verdict, before.rating, before.comment) == (
                 label.verdict, label.rating, label.comment):

@@ -9,7 +9,10 @@ skipped). A run is queued once however often it is sampled; *pending* is
 queued minus labelled (a label from anywhere: this queue, or pulled from a
 LangSmith annotation queue). Labels go to the log's ``reviews.jsonl``
 (:meth:`~agentic_loop.trajectories.TrajectoryLog.record_review`), where the
-next export and the monitor read them.
+next export and the monitor read them. A label made here records how its run was
+drawn (``drawn``: ``"random"`` for a run the sample's hash drew, ``"edge"`` for an
+edge case; ``None`` for a run labelled without being queued), because the agreement
+alarm may only decide on the random draw: edge cases have a restricted score range.
 
 Example:
     >>> import tempfile
@@ -24,8 +27,9 @@ Example:
     (1, 0)
     >>> [i.trajectory_id for i in queue.pending()]
     ['run1']
-    >>> queue.label("run1", verdict="reject", rating=2).verdict
-    'reject'
+    >>> label = queue.label("run1", verdict="reject", rating=2)
+    >>> label.verdict, label.drawn                           # picked as an edge case
+    ('reject', 'edge')
     >>> queue.pending()
     []
 """
@@ -46,7 +50,7 @@ from agentic_loop.errors import ConfigError
 from agentic_loop.jsonl_log import JsonlLog
 from agentic_loop.trajectories import ReviewLabel, Trajectory, TrajectoryLog
 
-__all__ = ["QUEUE_FILE", "QueueItem", "ReviewQueue", "Verdict"]
+__all__ = ["QUEUE_FILE", "Drawn", "QueueItem", "ReviewQueue", "Verdict"]
 
 #: The queue's file, beside ``trajectories.jsonl`` and ``reviews.jsonl``.
 QUEUE_FILE = "review_queue.jsonl"
@@ -54,6 +58,7 @@ QUEUE_FILE = "review_queue.jsonl"
 MIN_PREFIX = 6
 
 Verdict = Literal["accept", "reject"]
+Drawn = Literal["random", "edge"]
 
 
 class QueueItem(BaseModel):
@@ -74,6 +79,13 @@ class QueueItem(BaseModel):
     langsmith_run_id: str | None = None
     note: str | None = None
     queued_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def drawn(self) -> Drawn:
+        """``"random"`` when the sample's hash alone drew the run (reasons ``["sampled"]``),
+        else ``"edge"`` (an edge case, or no reason recorded: never let it decide the alarm):
+        the stratum its labels belong to (see the module docstring)."""
+        return "random" if self.reasons == ["sampled"] else "edge"
 
 
 class ReviewQueue:
@@ -144,14 +156,17 @@ class ReviewQueue:
     def label(self, trajectory_id: str, *, verdict: Verdict | None = None,
               rating: int | None = None, comment: str | None = None,
               reviewer: str | None = None) -> ReviewLabel:
-        """Record a person's label on a logged run (queued or not) and return it."""
+        """Record a person's label on a logged run (queued or not) and return it; ``drawn``
+        says how the queue drew the run (None: the run was never queued)."""
         run_id = self.resolve(trajectory_id)
         if rating is not None and not 1 <= rating <= 5:
             raise ConfigError(f"rating={rating!r}: rate a run from 1 (bad) to 5 (excellent)")
         if verdict is None and rating is None and not (comment or "").strip():
             raise ConfigError(f"label for run {run_id}: give a verdict (--accept/--reject), a "
                               "rating or a comment")
+        item = next((i for i in self.items() if i.trajectory_id == run_id), None)
         label = ReviewLabel(trajectory_id=run_id, verdict=verdict, rating=rating,
-                            comment=comment or None, reviewer=reviewer, source="local")
+                            comment=comment or None, reviewer=reviewer, source="local",
+                            drawn=item.drawn if item is not None else None)
         self.log.record_review(label)
         return label
