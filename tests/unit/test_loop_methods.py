@@ -140,9 +140,6 @@ def _labelled_log(folder: Path, judge: str, *, agree: bool, n: int = 6) -> Path:
 @pytest.mark.parametrize(("options", "message"), [
     ({"method": "rlhf"}, "method (--method) must be one of sft, dpo, sft+dpo, grpo, "
                          "self-rewarding, spin, ttrl, constitutional"),
-    ({"judge": "local"}, "method 'sft' has no judge to give it"),
-    ({"judge": "local", "method": "grpo"},
-     "method 'grpo' with judged_reward 'none' has no judge to give it"),
     ({"judge": " ", "method": "self-rewarding"}, "judge (--judge) is a chat model spec"),
     ({"principles": "p.txt"}, "principles (--principles) are the constitutional method's"),
     ({"method": "constitutional", "principles": "/no/such/file"},
@@ -309,15 +306,19 @@ def test_ttrl_trains_grpo_with_the_vote_on_the_short_answer_tasks(tmp_path: Path
     models = Models()
     _run(tmp_path, models, _spin_pool(), method="ttrl", hint_retry=True)
     data = _data_result(tmp_path)
-    assert data["judged"]["counts"] == {"tasks": 4, "short_answer": 2, "skipped": 2}
+    assert data["judged"]["counts"] == {"tasks": 4, "short_answer": 2, "unchecked": 0,
+                                        "checked": 2}
     call = models.train_calls[0]
     assert call["method"] == "grpo" and call["judged_reward"] == "vote"
     assert call["judge"] is None and Path(call["data"]).name == "ttrl_prompts.jsonl"
-    prompts = [json.loads(line) for line in Path(call["data"]).read_text().splitlines()]
-    assert sorted(p["id"] for p in prompts) == ["sum4", "sum5"]
-    # label-free: the checks are left out, so the trainer's vote is the whole reward
-    assert all("constraints" not in p and "rubric" not in p for p in prompts)
-    assert all(p["metadata"]["short_answer"] is True for p in prompts)
+    prompts = {p["id"]: p for p in map(json.loads, Path(call["data"]).read_text().splitlines())}
+    assert sorted(prompts) == ["greet", "plain task0", "sum4", "sum5"]
+    # label-free: the short answers' checks are left out, so the trainer's vote is their whole
+    # reward; the other tasks keep their checks (the checks' reward)
+    voted = [prompts["sum4"], prompts["sum5"]]
+    assert all("constraints" not in p and "rubric" not in p for p in voted)
+    assert all(p["metadata"]["short_answer"] is True for p in voted)
+    assert all("rubric" in prompts[i] for i in ("greet", "plain task0"))
     state = json.loads((_round(tmp_path) / "state.json").read_text())
     assert state["stages"]["hint"]["result"]["skipped"] is True  # GRPO samples for itself
 
@@ -437,5 +438,5 @@ def test_the_cli_takes_the_new_methods_and_refuses_a_misplaced_flag_in_one_line(
     assert bad.exit_code == 2
     assert "principles (--principles) are the constitutional method's" in bad.stderr
     judge = CliRunner().invoke(app, ["improve", "--tasks", "p", "--golden", "g",
-                                     "--judge", "local"])
-    assert judge.exit_code == 2 and "has no judge to give it" in judge.stderr
+                                     "--judge", " "])
+    assert judge.exit_code == 2 and "judge (--judge) is a chat model spec" in judge.stderr

@@ -11,6 +11,10 @@ Two forms:
   ``agentic-loop improve`` on the logged runs (:func:`agentic_loop.distill.loop.distill_loop`),
   shown as improve shows its rounds; ``--out`` is its work folder (``round-001/``,
   ``improve.json``), and a killed run started again continues where it stopped.
+  ``--judge`` (train's flag) names the judge model: the gate judges the golden
+  tasks' judged features with it (both models), and ``--method grpo
+  --judged-reward rank`` ranks its groups with it (``--judged-reward vote``: TTRL's
+  majority vote on tasks without a check); default: the current model.
 
 Flags are checked before any model loads; a bad one is a one-line error
 with exit code 2. Training shows one ``train steps`` bar; ``--verbose`` shows
@@ -43,6 +47,9 @@ from agentic_loop.cli.train import (  # the flags both commands take, declared o
     DryRunFlag,
     EpochsFlag,
     FormatPenaltyFlag,
+    JudgedRewardFlag,
+    JudgedRewardWeightFlag,
+    JudgeFlag,
     LearningRateFlag,
     LlmFeaturesFlag,
     LoraFlag,
@@ -64,6 +71,9 @@ from agentic_loop.cli.train import (  # the flags both commands take, declared o
 from agentic_loop.errors import ConfigError
 
 __all__ = ["distill_command"]
+
+#: The judged reward's flags at their defaults (left out of a loop's train options).
+_JUDGED_DEFAULTS: dict[str, Any] = {"judged_reward": "none", "judged_reward_weight": 1.0}
 
 
 @app.command("distill")
@@ -110,6 +120,9 @@ def distill_command(
     check_reward_weight: CheckRewardWeightFlag = 0.0,
     format_penalty: FormatPenaltyFlag = 0.0,
     llm_features: LlmFeaturesFlag = "checks",
+    judge: JudgeFlag = None,
+    judged_reward: JudgedRewardFlag = "none",
+    judged_reward_weight: JudgedRewardWeightFlag = 1.0,
     dry_run: DryRunFlag = False,
     verbose: VerboseFlag = False,
 ) -> None:
@@ -118,6 +131,9 @@ def distill_command(
     Examples:
 
         agentic-loop distill --from-trajectories data/trajectories --golden g.jsonl --out runs/l1
+
+        agentic-loop distill --from-trajectories data/trajectories --golden g.jsonl \\
+            --method grpo --judged-reward rank --judge openai:gpt-4o-mini --out runs/l2
 
         (--data is deprecated: agentic-loop train --data data/distill --out runs/m1)
     """
@@ -133,17 +149,22 @@ def distill_command(
                                "resume": resume}
     if data is not None:
         deprecated("train")
-    options.update(grpo_options(method, {
-        "num_generations": num_generations, "max_completion_length": max_completion_length,
-        "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
-        "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
-        "format_penalty": format_penalty, "llm_features": llm_features}))
-    if data is not None:
+    grpo = {"num_generations": num_generations, "max_completion_length": max_completion_length,
+            "temperature": temperature, "use_vllm": use_vllm, "vllm_mode": vllm_mode,
+            "reward_workers": reward_workers, "check_reward_weight": check_reward_weight,
+            "format_penalty": format_penalty, "llm_features": llm_features}
+    judged = {k: v for k, v in (("judged_reward", judged_reward),
+                                ("judged_reward_weight", judged_reward_weight))
+              if v != _JUDGED_DEFAULTS[k]}  # at their defaults: a round's fingerprint as before
+    if data is not None:  # the trainer takes the judge (train's checks: grpo, rank)
+        options.update(grpo_options(method, {**grpo, **judged, "judge": judge}))
         run_training(data, out, method=method, base=base, merge_lora=not no_merge,
                      options=options, dry_run=dry_run, verbose=verbose)
         return
     from agentic_loop.distill.train import TrainSettings
 
+    # the loop's judge also judges the gate (any method): ImproveSettings, not the trainer's
+    options.update(grpo_options(method, {**grpo, **judged}))
     TrainSettings(method=method, merge_lora=not no_merge,
                   **{k: v for k, v in options.items() if k != "resume"})
     if dry_run:
@@ -159,7 +180,7 @@ def distill_command(
 
     with progress_bar() as bar, third_party_quiet(verbose, training=True, bar=bar):
         loop = distill_loop(from_trajectories, out, golden=golden, registry=registry, base=base,
-                            method=method, arch=arch,
+                            method=method, arch=arch, judge=judge,
                             export_options={"pii": pii, "min_score": min_score},
                             train_options=options, progress=StageDisplay(bar))
     print_rounds(loop)

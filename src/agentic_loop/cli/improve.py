@@ -152,8 +152,9 @@ def improve_command(
         "--first-tool-call", help="Tool tasks: each grown episode's first model call is a "
         "tool call (small models seldom open with one); the gate never forces it.")] = False,
     judge: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--judge", help="self-rewarding, constitutional, judged grpo: the judge model's spec "
-        "(default: the current model judges itself).")] = None,
+        "--judge", help="The judge model's spec: judges the gate's judged features and the "
+        "data of self-rewarding, constitutional, judged grpo (default: the current model).")
+    ] = None,
     judged_reward: Annotated[str, typer.Option(
         "--judged-reward", help="grpo: the reward's judged part: none (checks only), rank "
         "(the judge ranks each group) or vote (majority vote, TTRL's).")] = "none",

@@ -159,6 +159,11 @@ def label_command(
     said = ", ".join(s for s in (label.verdict, label.rating and f"rating {label.rating}",
                                  label.comment and "a comment") if s)
     console.print(f"labelled {label.trajectory_id}: {escape(said)}", highlight=False)
+    if label.verdict == "reject":  # its archived output stops being a few-shot exemplar
+        from agentic_loop.distill.forget.rejected import unarchive_runs
+
+        console.print(unarchive_runs([label.trajectory_id], near=[queue.log.dir]).line(),
+                      highlight=False)
 
 
 @review_app.command("pull")
@@ -172,8 +177,12 @@ def pull_command(trajectories: Trajectories) -> None:
     if not langsmith_configured():
         raise ConfigError("no LangSmith API key is set: set LANGSMITH_API_KEY (and "
                           "LANGSMITH_ENDPOINT for a self-hosted one) to pull its labels")
-    labels = pull_labels(langsmith_client(), _queue(trajectories))
+    queue = _queue(trajectories)
+    labels = pull_labels(langsmith_client(), queue)
     console.print(f"pulled {len(labels)} new labels from LangSmith", highlight=False)
+    from agentic_loop.distill.forget.rejected import unarchive_rejected
+
+    console.print(unarchive_rejected(queue.log).line(), highlight=False)
 
 
 @review_app.command("export")

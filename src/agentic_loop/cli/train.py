@@ -110,7 +110,7 @@ FreeFirstTurnFlag = Annotated[bool, typer.Option(
                               "(by default it is a tool call).")]
 JudgeFlag = Annotated[str | None, typer.Option(
     "--judge", help="grpo --judged-reward rank: the judge's chat model spec (default: the "
-                    "base model, frozen).")]
+                    "base model, frozen); distill --from-trajectories: also the gate's judge.")]
 JudgedRewardFlag = Annotated[str, typer.Option(
     "--judged-reward", help="grpo: the reward's judged part: none (checks only), rank (a judge "
                             "ranks each group) or vote (majority short answer, TTRL).")]

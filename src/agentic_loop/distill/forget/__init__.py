@@ -11,13 +11,16 @@ exports anywhere, shadow router logs, Postgres memory stores); a known
 place it cannot reach is a warning, never skipped silently. Files are
 compacted, not tombstoned, and an audit line records who erased what, when
 and how much, never the data. :func:`withdraw_consent` keeps a user's runs
-but excludes them from every later export.
+but excludes them from every later export. :func:`unarchive_rejected` (and
+:func:`unarchive_runs`) take the archived outputs of runs people rejected out
+of the exemplars, through the same erasure.
 
 Modules: :mod:`.api` (the three calls), :mod:`.report` (the report and
 the audit line, pydantic records; the report says when nothing was
 found), :mod:`.selection` (which records go), :mod:`.logs`,
 :mod:`.memories`, :mod:`.stores`, :mod:`.exports`, :mod:`.models` (one
-store each), :mod:`.recorded` (recorded places), :mod:`.references` (copies
+store each), :mod:`.rejected` (rejected runs' archive entries),
+:mod:`.recorded` (recorded places), :mod:`.references` (copies
 in other runs), :mod:`.files` (raw lines and leftovers).
 
 Example:
@@ -36,6 +39,7 @@ from agentic_loop.distill.forget.api import (
 )
 from agentic_loop.distill.forget.models import AffectedModel
 from agentic_loop.distill.forget.recorded import PlaceResult
+from agentic_loop.distill.forget.rejected import Unarchived, unarchive_rejected, unarchive_runs
 from agentic_loop.distill.forget.report import ErasureAudit, ForgetCounts, ForgetReport
 from agentic_loop.distill.forget.selection import Selection
 
@@ -47,7 +51,10 @@ __all__ = [
     "ForgetReport",
     "PlaceResult",
     "Selection",
+    "Unarchived",
     "enforce_retention",
     "forget_user",
+    "unarchive_rejected",
+    "unarchive_runs",
     "withdraw_consent",
 ]

@@ -143,15 +143,19 @@ def _mtime(path: Path) -> datetime | None:
 
 def erase_memory(roots: Sequence[str | os.PathLike[str]], selection: Selection, *,
                  run_ids: set[str], embedder: TextEmbedder | None = None,
-                 dry_run: bool = False) -> MemoryErasure:
+                 dry_run: bool = False, kinds: Sequence[str] = tuple(_KINDS)) -> MemoryErasure:
     """Erase the records of ``run_ids`` and the records ``selection`` takes from every archive
-    and Reflexion memory under ``roots``; return what went."""
+    and Reflexion memory under ``roots`` (``kinds``: of those kinds only); return what went."""
+    unknown = sorted(set(kinds) - set(_KINDS))
+    if unknown:
+        raise ConfigError(f"kinds={unknown}: memory collections are of kinds "
+                          f"{', '.join(_KINDS)}")
     result = MemoryErasure()
     for raw in roots:
         root = Path(raw).expanduser()
         if not root.is_dir():
             continue
-        for kind, cls in _KINDS.items():
+        for kind, cls in ((k, c) for k, c in _KINDS.items() if k in kinds):
             for snap in read_collections(root, kind=kind):
                 _erase_collection(root, snap.namespace, snap.records, cls, selection, run_ids,
                                   embedder, result, dry_run=dry_run)

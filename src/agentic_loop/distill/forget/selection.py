@@ -38,7 +38,7 @@ from datetime import datetime
 
 from agentic_loop.distill.forget.files import line_time, strings_in
 
-__all__ = ["Selection"]
+__all__ = ["RUNS_ONLY", "RunsOnly", "Selection"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,31 @@ class Selection:
             return True
         user = self.user_hash if self.user_hash in strings else None
         return self.takes(user, line_time(raw) or fallback)
+
+
+@dataclass(frozen=True)
+class RunsOnly(Selection):
+    """A selection that takes no record by its own user or time: only what names the given runs.
+
+    An erasure given run ids and this selection removes what was made from
+    those runs and nothing else (a person's ``reject`` label withdraws a run's
+    archived output, :mod:`~agentic_loop.distill.forget.rejected`).
+
+    >>> RUNS_ONLY.takes(None, None), RUNS_ONLY.takes("h1", None)
+    (False, False)
+    >>> RUNS_ONLY.takes_line(b'{"trajectory_id": "run1"}', ids={"run1"})
+    True
+    >>> RUNS_ONLY.takes_line(b'{"trajectory_id": "run2"}', ids={"run1"})
+    False
+    """
+
+    @property
+    def kind(self) -> str:
+        return "runs"
+
+    def takes(self, user_hash: str | None, created: datetime | None) -> bool:
+        return False
+
+
+#: The one :class:`RunsOnly` selection.
+RUNS_ONLY = RunsOnly()

@@ -182,14 +182,22 @@ def _takes(item: SearchItem, selection: Selection, run_ids: set[str]) -> bool:
     return selection.takes_line(raw, set(), item.created_at)
 
 
+def _is_entry(item: SearchItem) -> bool:
+    """Whether a store item is an archive entry (a task and its output), not a reflection."""
+    value = item.value if isinstance(item.value, dict) else {}
+    return isinstance(value.get("output"), str) and "reflection" not in value
+
+
 def erase_stores(stores: Sequence[OpenedStore], selection: Selection, *, run_ids: set[str],
-                 dry_run: bool = False) -> StoreErasure:
+                 dry_run: bool = False, archive_only: bool = False) -> StoreErasure:
     """Erase the items of ``run_ids`` and those ``selection`` takes from every namespace of
-    each store; return what went."""
+    each store (``archive_only``: archive entries only, the items with an ``output``);
+    return what went."""
     result = StoreErasure()
     for opened in stores:
         taken = [item for ns in _namespaces(opened.store) for item in _items(opened.store, ns)
-                 if _takes(item, selection, run_ids)]
+                 if _takes(item, selection, run_ids)
+                 and (not archive_only or _is_entry(item))]
         if not taken:
             continue
         result.records += len(taken)

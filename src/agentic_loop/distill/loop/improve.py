@@ -89,7 +89,7 @@ from agentic_loop.distill.loop.round import (
     round_report,
     sync_live,
 )
-from agentic_loop.distill.loop.settings import ImproveSettings
+from agentic_loop.distill.loop.settings import ImproveSettings, votes_unchecked
 from agentic_loop.distill.loop.state import RoundState, Watermark, write_json
 from agentic_loop.errors import ConfigError
 from agentic_loop.tables import percent
@@ -259,7 +259,10 @@ def improve(
               else "tasks" if tasks is not None else f"runs:{given.digest}" if given
               else "trajectories")
     fingerprint = _claim(work, settings, source)
-    file_pool = read_pool(tasks, golden_tasks)[0] if tasks is not None else None
+    # a vote rewards the tasks no check can score (TTRL): the pool keeps them
+    unchecked = votes_unchecked(settings.method, settings.train_options)
+    file_pool = (read_pool(tasks, golden_tasks, unchecked=unchecked)[0]
+                 if tasks is not None else None)
     runner = RoundRunner(settings, backend or ImproveBackend(), reg, golden_tasks, work,
                          progress, golden_label=os.fspath(golden)
                          if isinstance(golden, (str, os.PathLike)) else "given", given=given)
@@ -276,9 +279,10 @@ def improve(
             elif pool is None:
                 assert trajectories is not None
                 found = trajectory_pool(trajectories, Watermark.load(work / WATERMARK_FILE),
-                                        golden_tasks)
+                                        golden_tasks, unchecked=unchecked)
                 if not found.tasks:
-                    stopped = ("no_new_tasks", f"no new task with a check in the trajectories "
+                    what = "task" if unchecked else "task with a check"
+                    stopped = ("no_new_tasks", f"no new {what} in the trajectories "
                                f"since the last round ({found.runs} new runs)")
                     break
                 pool = found.tasks

@@ -64,6 +64,7 @@ def distill_loop(
     base: str = "local",
     method: str = "sft",
     arch: str | None = None,
+    judge: str | None = None,
     export_options: dict[str, Any] | None = None,
     train_options: dict[str, Any] | None = None,
     eval_options: dict[str, Any] | None = None,
@@ -72,7 +73,10 @@ def distill_loop(
     """Run the whole training loop once (see the module doc): one round on ``trajectories``.
 
     ``registry`` is a :class:`~agentic_loop.distill.release.registry.Registry` or its
-    folder. ``export_options``, ``train_options`` and ``eval_options`` go to
+    folder. ``judge`` (a chat model spec; ``None``: the current model) judges the gate's
+    judged features and, for ``grpo`` with ``train_options["judged_reward"] == "rank"``,
+    ranks the training groups (:class:`~agentic_loop.distill.loop.settings.ImproveSettings`).
+    ``export_options``, ``train_options`` and ``eval_options`` go to
     ``export_datasets`` (its ``min_score`` is the round's threshold), ``train``
     and ``evaluate_models`` (``arch``: also gate inside that architecture).
     The round's report is ``result.reports[0]``. Raises the export's
@@ -90,7 +94,7 @@ def distill_loop(
                           f"score / 10), got {min_score:g}")
     threshold = round(min_score * 10, 9)
     settings = ImproveSettings(
-        rounds=1, method=method, base=base, eval_arch=arch, thresholds=(threshold,),
+        rounds=1, method=method, base=base, eval_arch=arch, thresholds=(threshold,), judge=judge,
         train_options={"lora": False, **(train_options or {})}, export_options=export,
         eval_options={"progress": progress is None, **(eval_options or {})})
     result = improve(runs=paths, golden=golden, registry=registry, work_dir=work_dir,

@@ -8,7 +8,11 @@ new trajectories since the last round) and checked before any model runs:
   saved rubric or constraints (else the constraints it states) reduced to
   its Python checks (:func:`~agentic_loop.distill.train.prompt_set.lock_rubric`),
   so a model never grades its own samples; a task with no check cannot be
-  scored and is left out (counted);
+  scored and is left out (counted), unless the round's reward is the group's
+  majority vote (``ttrl``, ``grpo`` with ``judged_reward="vote"``, ``unchecked=True``):
+  then it is kept as a label-free task (no rubric, no constraints), which the
+  grow stage does not sample (nothing could score it) and the trainer rewards
+  by the vote (:mod:`~agentic_loop.distill.loop.methods.ttrl`);
 * a user's own check saved by reference (``"check": "mypkg.checks:valid_invoice"``,
   :mod:`agentic_loop.judges.check_refs`) is kept: the pool file each round writes and
   reads back names it, and a reference that does not resolve stops the round with its name;
@@ -32,6 +36,9 @@ Example:
     >>> specs, skipped = lock_pool(pool)
     >>> [(s.id, s.rubric().names) for s in specs], skipped
     ([('p1', ('exact_words',))], 1)
+    >>> voted, _ = lock_pool(pool, unchecked=True)        # a vote rewards the second
+    >>> [(s.id, s.rubric() and s.rubric().names) for s in voted]
+    [('p1', ('exact_words',)), ('p2', None)]
     >>> check_held_apart(specs, [TaskSpec(task="say hi in 2 words.")], source="pool.jsonl")
     Traceback (most recent call last):
     ...
@@ -61,8 +68,8 @@ from agentic_loop.text_places import data_root, record_place
 from agentic_loop.trajectories import Trajectory
 from agentic_loop.trajectory_stores import PostgresTrajectoryLog, is_database_url
 
-__all__ = ["GivenRuns", "TrajectoryPool", "check_held_apart", "given_runs", "lock_pool",
-           "locked_rubric", "read_pool", "trajectory_pool", "write_pool"]
+__all__ = ["GivenRuns", "TrajectoryPool", "check_held_apart", "checked", "given_runs",
+           "lock_pool", "locked_rubric", "read_pool", "trajectory_pool", "write_pool"]
 
 
 def locked_rubric(spec: TaskSpec) -> Rubric | None:
@@ -74,15 +81,17 @@ def locked_rubric(spec: TaskSpec) -> Rubric | None:
     return locked
 
 
-def lock_pool(specs: Sequence[TaskSpec]) -> tuple[list[TaskSpec], int]:
+def lock_pool(specs: Sequence[TaskSpec], *, unchecked: bool = False
+              ) -> tuple[list[TaskSpec], int]:
     """The distinct tasks that have a check, each with its locked rubric and an id; and how many
-    were left out for having no check."""
+    were left out for having no check (``unchecked``: none are, they are kept label-free, with
+    no rubric and no constraints, for a vote to reward)."""
     out: list[TaskSpec] = []
     seen: set[str] = set()
     skipped = 0
     for spec in specs:
         rubric = locked_rubric(spec)
-        if rubric is None:
+        if rubric is None and not unchecked:
             skipped += 1
             continue
         if task_key(spec.task) in seen:
@@ -92,6 +101,16 @@ def lock_pool(specs: Sequence[TaskSpec]) -> tuple[list[TaskSpec], int]:
             "saved_rubric": rubric, "constraints": {},
             "id": spec.id if spec.id is not None else f"p{len(out) + 1}"}))
     return out, skipped
+
+
+def checked(pool: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The pool's tasks that have a check (a vote-rewarded pool also holds tasks without one).
+
+    >>> [s.task for s in checked([TaskSpec(task="a", constraints={"exact_words": 2}),
+    ...                           TaskSpec(task="b")])]
+    ['a']
+    """
+    return [spec for spec in pool if spec.rubric() is not None]
 
 
 def check_held_apart(pool: Sequence[TaskSpec], golden: Sequence[TaskSpec], *, source: str) -> None:
@@ -107,14 +126,18 @@ def check_held_apart(pool: Sequence[TaskSpec], golden: Sequence[TaskSpec], *, so
 
 
 def read_pool(tasks: str | os.PathLike[str] | Sequence[TaskSpec],
-              golden: Sequence[TaskSpec]) -> tuple[list[TaskSpec], int]:
+              golden: Sequence[TaskSpec], *, unchecked: bool = False
+              ) -> tuple[list[TaskSpec], int]:
     """A pool from a task file (or task specs): locked, numbered, checked against the golden set.
 
-    Returns the tasks and how many had no check (left out).
+    Returns the tasks and how many had no check (left out; ``unchecked``: kept for a vote).
     """
     source = os.fspath(tasks) if isinstance(tasks, (str, os.PathLike)) else "given"
     specs = load_tasks(tasks) if isinstance(tasks, (str, os.PathLike)) else list(tasks)
-    pool, skipped = lock_pool(specs)
+    pool, skipped = lock_pool(specs, unchecked=unchecked)
+    if not pool and unchecked:
+        raise ConfigError(f"the pool {source} holds no task; give it tasks (JSONL, one "
+                          '{"task": ...} a line)')
     if not pool:
         raise ConfigError(f"no task of the pool {source} has a check to score it ({skipped} "
                           "without one); give tasks constraints (e.g. \"constraints\": "
@@ -156,11 +179,12 @@ def new_pool_runs(runs: Iterable[Trajectory], watermark: Watermark) -> list[Traj
 
 
 def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermark,
-                    golden: Sequence[TaskSpec]) -> TrajectoryPool:
+                    golden: Sequence[TaskSpec], *, unchecked: bool = False) -> TrajectoryPool:
     """The distinct tasks of new trajectories (past ``watermark``) in ``paths``, locked.
 
     The loop's own grown runs (``metadata["improve"]``) are not tasks of the
-    traffic and are skipped; tasks matching a golden task are dropped (counted).
+    traffic and are skipped; tasks matching a golden task are dropped (counted);
+    ``unchecked``: tasks with no check are kept for a vote (:func:`lock_pool`).
     A ``postgresql://`` URL among ``paths`` is a Postgres trajectory log, read whole.
     """
     new = new_pool_runs(read_pool_runs(paths), watermark)
@@ -176,7 +200,7 @@ def trajectory_pool(paths: Sequence[str | os.PathLike[str]], watermark: Watermar
         meta = {"metadata": {"tools": tools}} if tools else {}
         specs.append(TaskSpec(task=t.task, rubric=rubric, **meta) if rubric is not None
                      else TaskSpec(task=t.task, **meta))
-    pool, unscored = lock_pool(specs)
+    pool, unscored = lock_pool(specs, unchecked=unchecked)
     return TrajectoryPool(pool, watermark.after(new), runs=len(new), unscored=unscored,
                           golden_dropped=dropped)
 

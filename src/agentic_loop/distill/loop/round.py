@@ -22,6 +22,10 @@ then the method's rows, gated by the agreement alarm), trains with the
 trainer the data stage names (``train_method``), and records which judge
 and method made the data (the data stage's ``judged``).
 
+The gate judges the golden tasks' judged features (those that are not checks) with
+``ImproveSettings.judge`` when one is given, the same judge for both models; else
+with the baseline, as :func:`~agentic_loop.distill.eval.evaluate.evaluate_models` does.
+
 The train stage runs in this process, or, with ``ImproveSettings.parallel``,
 as ``accelerate launch ... agentic-loop train`` through a shipped configuration
 (:mod:`~agentic_loop.distill.loop.launch`); its ``launch`` result names the
@@ -63,7 +67,7 @@ from agentic_loop.distill.loop.grow import (
 )
 from agentic_loop.distill.loop.launch import launch_line, launched_train
 from agentic_loop.distill.loop.methods import handles, method_data, train_method
-from agentic_loop.distill.loop.pool import GivenRuns
+from agentic_loop.distill.loop.pool import GivenRuns, checked
 from agentic_loop.distill.loop.records import ImproveRound, TrainSummary
 from agentic_loop.distill.loop.report import (
     golden_stats,
@@ -153,14 +157,17 @@ class RoundRunner:
         if self.given is not None:  # the round's data is given: nothing to sample
             return {**self.given.counts, "temperatures": [], "given": self.given.paths}
         temperatures = self._temperatures(state)
+        scored = checked(pool)  # a task without a check (a vote's, TTRL) cannot be scored
         self._start(state, f"grow ({self.settings.arch}, {len(temperatures)} samples/task)",
-                    len(pool) * len(temperatures))
-        runs = grow(self._arch(state), pool, state.dir / "grown", round_number=state.number,
+                    len(scored) * len(temperatures))
+        runs = grow(self._arch(state), scored, state.dir / "grown", round_number=state.number,
                     temperatures=temperatures, max_concurrency=self.settings.max_concurrency,
                     advance=self._advance())
-        agent = _agent_use(runs, pool)
-        return {**pool_counts(outcomes(runs, pool)), "temperatures": temperatures,
-                **({"agent": agent} if agent is not None else {})}
+        agent = _agent_use(runs, scored)
+        unchecked = len(pool) - len(scored)
+        return {**pool_counts(outcomes(runs, scored)), "temperatures": temperatures,
+                **({"agent": agent} if agent is not None else {}),
+                **({"unchecked": unchecked} if unchecked else {})}
 
     def _hint(self, state: RoundState, pool: list[TaskSpec]) -> dict[str, Any]:
         if (not self.settings.hint_retry or train_method(self.settings.method) == "grpo"
@@ -269,6 +276,10 @@ class RoundRunner:
         baseline, candidate = state.data["model"], state.result("train")["spec"]
         self._start(state, f"gate vs {baseline}")
         options = self.settings.eval_kwargs()
+        if self.settings.judge and "judge" not in options:  # one judge for both models
+            from agentic_loop.distill.loop.methods.common import load_judge
+
+            options["judge"] = load_judge(self, state).llm
         agents = agent_gate(self.settings, self.golden, options)
         runners = agents if agents is not None else eval_runners(self.settings.eval_arch,
                                                                  options)

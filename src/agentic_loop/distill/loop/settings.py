@@ -36,7 +36,7 @@ from agentic_loop.distill.train.settings import METHODS, vllm_server_checks
 from agentic_loop.errors import ConfigError
 
 __all__ = ["IMPROVE_METHODS", "JUDGED", "LOOP_METHODS", "ROUND_PARALLEL", "ImproveSettings",
-           "read_principles", "train_method"]
+           "read_principles", "train_method", "votes_unchecked"]
 
 #: Settings a resume may change: the stop rules, the round budget, how training spreads, where
 #: GRPO's vLLM server is.
@@ -55,8 +55,6 @@ LOOP_METHODS: dict[str, str] = {"self-rewarding": "dpo", "spin": "dpo", "ttrl": 
                                 "constitutional": "sft+dpo"}
 #: The methods whose data a judge (or a vote) decides: the agreement alarm gates them.
 JUDGED = frozenset({"self-rewarding", "ttrl", "constitutional"})
-#: The methods a judge model makes data for (``grpo``: its ``judged_reward="rank"`` part).
-_JUDGE_METHODS = ("self-rewarding", "constitutional", "grpo")
 #: Every method ``--method`` takes: the trainers' own, then the loop methods that rest on judges.
 IMPROVE_METHODS: tuple[str, ...] = (*METHODS, *LOOP_METHODS)
 #: How a round's train stage runs: in this process, or launched through a shipped accelerate
@@ -93,8 +91,10 @@ class ImproveSettings:
         first_tool_call: on tool tasks, force each grown (and hinted) episode's first model
             call to be a tool call; small models seldom open with one by themselves. The gate
             never forces it: it measures what each model does by itself.
-        judge: the judge model's spec for the judged methods (``None``: the round's
-            current model, the policy judging itself).
+        judge: the judge model's spec (``None``: the round's current model, the policy
+            judging itself): it judges the gate's judged features (golden tasks' features
+            that are not checks, for both models), and the data of ``self-rewarding``,
+            ``constitutional`` and ``grpo`` with ``judged_reward="rank"``.
         principles: constitutional: a file of principles, one a line (``None``: the defaults).
         min_rank_gap: self-rewarding: the smallest judge-score gap (0-10) of a pair.
         agreement_threshold / min_labels: the agreement alarm: judged data trains only
@@ -184,13 +184,6 @@ class ImproveSettings:
             (self.judge is None or (isinstance(self.judge, str) and bool(self.judge.strip())),
              f"judge (--judge) is a chat model spec (local, local:<dir>, openai:<model>, ...), "
              f"got {self.judge!r}"),
-            (self.judge is None or self.method in _JUDGE_METHODS[:2] or (
-                self.method == "grpo" and self.train_options.get("judged_reward") == "rank"),
-             "judge (--judge) judges the data of self-rewarding, constitutional and grpo with "
-             f"--judged-reward rank; method {self.method!r}"
-             + (f" with judged_reward {self.train_options.get('judged_reward', 'none')!r}"
-                if self.method == "grpo" else "")
-             + " has no judge to give it (drop --judge)"),
             (self.principles is None or self.method == "constitutional",
              f"principles (--principles) are the constitutional method's; pass --method "
              f"constitutional or drop --principles (method is {self.method!r})"),
@@ -301,6 +294,18 @@ class ImproveSettings:
                          and not str(v).startswith("<")}
         payload = json.dumps({"settings": data, "source": source}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def votes_unchecked(method: str, train_options: Mapping[str, Any]) -> bool:
+    """Whether a round's reward is the group's majority vote where no check decides (``ttrl``,
+    ``grpo`` with ``judged_reward="vote"``): its pool keeps the tasks without a check.
+
+    >>> votes_unchecked("ttrl", {}), votes_unchecked("grpo", {"judged_reward": "vote"})
+    (True, True)
+    >>> votes_unchecked("grpo", {}), votes_unchecked("sft", {"judged_reward": "vote"})
+    (False, False)
+    """
+    return method == "ttrl" or (method == "grpo" and train_options.get("judged_reward") == "vote")
 
 
 def train_method(method: str) -> str:
