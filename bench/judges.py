@@ -21,7 +21,9 @@
 4. **Quality** (issue #34): pairwise accuracy and position consistency of the
    same-model critic, a separate judge (``--judge``), the group ranker, majority
    vote and the checks alone, on the labelled pairs in ``bench/data/``
-   (:mod:`judges_quality`); written under ``"quality"``.
+   (:mod:`judges_quality`); written under ``"quality"``. Accuracy is over the pairs
+   a judge decided; its failed judgements (no valid answer) are their own column,
+   never a tie, and coverage (decided / pairs) says what the accuracy rests on.
 
 Numbers are ratios against baselines from the same run (this machine is
 shared and noisy); nothing here asserts on time.
@@ -205,6 +207,38 @@ def bench_sandbox_isolation(runs: int) -> dict[str, Any]:
     return out
 
 
+def print_quality(rows: dict[str, dict[str, Any]]) -> None:
+    """Part 4's table, one row per judge (FitTable: readable at 80 columns), then each
+    judge's model and note, and the judges that were skipped."""
+    from judges_quality import pct
+    from rich.console import Console
+
+    from agentic_loop.tables import Col, FitTable
+
+    skipped = {k: v for k, v in rows.items() if "skipped" in v}
+    rows = {k: v for k, v in rows.items() if k not in skipped}
+
+    table = FitTable("Judge quality on the labelled pairs (accuracy over the decided pairs, "
+                     "ties count half; a failed judgement is not a tie)", [
+        Col("judge", wrap=True, min_width=12), Col("accuracy", short="acc"), Col("95% CI"),
+        Col("accuracy where checks tie", short="acc~chk"), Col("ties"), Col("failed"),
+        Col("coverage", short="cover"), Col("order consistency", short="consist"),
+        Col("first shown wins", short="1st wins", drop=1)],
+        hidden_hint="see bench/results/judges.json")
+    for row in rows.values():
+        low, high = row["wilson95"]
+        table.add_row(row["judge"], pct(row["accuracy"]), f"{pct(low)}-{pct(high)}",
+                      pct(row.get("accuracy_where_checks_tie")), str(row["ties"]),
+                      str(row["failed"]), f"{row['decided']}/{row['pairs']}",
+                      pct(row["position_consistency"]), pct(row["first_shown_wins"]))
+    console = Console()
+    console.print(table)
+    for row in rows.values():
+        console.print(f"- {row['judge']}: {row['model']}; {row['note']}", highlight=False)
+    for row in skipped.values():
+        console.print(f"- {row['judge']}: skipped ({row['skipped']})", highlight=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 drafts per brief, 5 sandbox runs")
@@ -223,7 +257,8 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from judges_quality import bench_quality
 
-        bench_quality(args.out, judge=args.judge, quick=args.quick, votes=args.votes)
+        section = bench_quality(args.out, judge=args.judge, quick=args.quick, votes=args.votes)
+        print_quality(section["rows"])
         print(f"wrote {args.out}")
         return
     previous = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}

@@ -4,14 +4,17 @@ A judge's score spread says nothing about whether it is right. Each row of
 ``bench/data/judge_pairs.jsonl`` (written for this project, see its README) holds
 a task and two answers, the better one known (a forbidden word, an arithmetic
 slip, a bug, a deflecting reply, a broken business rule, a guessed tool result).
-Per judge: **pairwise accuracy** (better scored above worse; a tie, or a failed
-judgement counted under ``errors``, counts half) with a Wilson 95% interval
+Per judge: **pairwise accuracy** over the pairs it decided (better scored above
+worse; a tie counts half) with a Wilson 95% interval on those pairs
 (:func:`agentic_loop.distill.eval.stats.wilson`; with half ties, spanning the
-credit rounded down and up), the same on the pairs the checks leave open (no
-check, or a tie: the judge's own worth), and for judges that see both answers at
-once, **position consistency** (same preference with the order swapped) and how
-often the answer shown first won (0.5: no bias). A pointwise judge scores each
-answer alone: it has no order to swap.
+credit rounded down and up). A judgement that **failed** (the model gave no valid
+answer: no score) is not a tie: it is counted in ``failed`` and left out of the
+accuracy, and ``coverage`` (decided / pairs) shows how much the accuracy rests on,
+so a judge failing half the time reads as broken, not as a coin. Also: the accuracy
+on the pairs the checks leave open (no check, or a tie: the judge's own worth), and
+for judges that see both answers at once, **position consistency** (same preference
+with the order swapped, over the pairs decided in both orders) and how often the
+answer shown first won (0.5: no bias). A pointwise judge has no order to swap.
 
 Judges: the same-model :class:`~agentic_loop.judges.Critic` (the pair's rubric:
 :func:`~agentic_loop.judges.rubric_for_task` plus the row's judged features;
@@ -27,6 +30,9 @@ Example:
     >>> row = summarize("demo", "m", [1.0, 1.0, 0.5, 0.0], kinds=["a", "a", "b", "b"])
     >>> row["accuracy"], row["ties"], row["by_kind"]
     (0.625, 1, {'a': 1.0, 'b': 0.25})
+    >>> broken = summarize("demo", "m", [1.0, None, 1.0, None], kinds=["a"] * 4, failed=2)
+    >>> broken["accuracy"], broken["failed"], broken["coverage"]
+    (1.0, 2, 0.5)
 """
 
 from __future__ import annotations
@@ -180,10 +186,19 @@ def preference(better: float | None, worse: float | None) -> float | None:
 
 
 def summarize(judge: str, model: str | None, prefs: Sequence[float | None], *,
-              kinds: Sequence[str], ids: Sequence[str] = (), errors: int = 0,
+              kinds: Sequence[str], ids: Sequence[str] = (), failed: int = 0,
               consistent: Sequence[bool] = (), first_wins: Sequence[float] = (),
               note: str = "") -> dict[str, Any]:
-    """One judge's row: accuracy over the pairs it decided (Wilson 95%), ties, coverage, by kind."""
+    """One judge's row: accuracy over the pairs it decided (Wilson 95% on those), ties, by kind.
+
+    ``prefs`` holds None for a pair the judge did not decide: no check applies, the
+    vote matched neither answer, or the judgement failed (``failed`` counts those).
+    ``coverage`` is decided / pairs.
+    """
+    if failed > sum(p is None for p in prefs):
+        raise ConfigError(f"summarize({judge!r}): failed={failed} but only "
+                          f"{sum(p is None for p in prefs)} pairs are undecided; a failed "
+                          "judgement must be a None preference, never a tie")
     decided = [(p, k) for p, k in zip(prefs, kinds, strict=True) if p is not None]
     credit = sum(p for p, _ in decided)
     n = len(decided)
@@ -195,7 +210,7 @@ def summarize(judge: str, model: str | None, prefs: Sequence[float | None], *,
         "coverage": n / len(prefs) if prefs else None,
         "accuracy": credit / n if n else None,
         "wilson95": [wilson(math.floor(credit), n)[0], wilson(math.ceil(credit), n)[1]],
-        "ties": sum(p == 0.5 for p, _ in decided), "errors": errors,
+        "ties": sum(p == 0.5 for p, _ in decided), "failed": failed,
         "position_consistency": (sum(consistent) / len(consistent)) if consistent else None,
         "first_shown_wins": (sum(first_wins) / len(first_wins)) if first_wins else None,
         "by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
@@ -206,10 +221,12 @@ def summarize(judge: str, model: str | None, prefs: Sequence[float | None], *,
 
 def judge_critic(llm: BaseChatModel, pairs: Sequence[Pair], tick: Tick) -> tuple[
         list[float | None], int, list[float | None]]:
-    """Each answer scored alone by the Critic (composite score); a failed judgement is a tie.
+    """Each answer scored alone by the Critic (composite score), and how many pairs failed.
 
-    Also returns the preferences of the model's own 1-10 ``overall_score`` from the
-    same calls (it never enters the composite): is the grade better than the booleans?
+    A failed judgement (either answer got no valid critique) leaves the pair
+    undecided (None), counted as failed, never as a tie. Also returns the preferences
+    of the model's own 1-10 ``overall_score`` from the same calls (it never enters the
+    composite): is the grade better than the booleans?
     """
     prefs: list[float | None] = []
     grades: list[float | None] = []
@@ -220,11 +237,8 @@ def judge_critic(llm: BaseChatModel, pairs: Sequence[Pair], tick: Tick) -> tuple
                            return_exceptions=True,
                            episodes=[pair.episode("better"), pair.episode("worse")])
         scores = [None if isinstance(c, Exception) else c.score for c in got]
-        if None in scores:
-            errors += 1
-            prefs.append(0.5)
-        else:
-            prefs.append(preference(scores[0], scores[1]))
+        errors += None in scores
+        prefs.append(preference(scores[0], scores[1]))  # None when either failed
         own = [None if isinstance(c, Exception) or c.overall_score is None
                else float(c.overall_score) for c in got]
         grades.append(preference(own[0], own[1]))  # None: decided by the checks, no call
@@ -237,7 +251,9 @@ def judge_group(llm: BaseChatModel, pairs: Sequence[Pair], tick: Tick) -> tuple[
     """Both answers ranked together in both orders (GroupRanker, n=2).
 
     A tool row's candidate is its final answer with its episode: the ranker shows
-    the tool calls itself.
+    the tool calls itself. A failed ranking (an order with no valid answer) leaves
+    the pair undecided and counted as failed; consistency and first-shown wins come
+    only from pairs decided in both orders.
     """
     from agentic_loop.judges import GroupRanker  # helper A's; absent on older checkouts
 
@@ -251,11 +267,11 @@ def judge_group(llm: BaseChatModel, pairs: Sequence[Pair], tick: Tick) -> tuple[
                               episodes=[pair.episode("better"), pair.episode("worse")])
         if not ranking.ok or ranking.scores is None:
             errors += 1
-            prefs.append(0.5)
+            prefs.append(None)
         else:
             prefs.append(preference(ranking.scores[0], ranking.scores[1]))
             per_order = [preference(s[0], s[1]) for s in ranking.per_order]
-            if len(per_order) >= 2:
+            if len(per_order) >= 2 and None not in per_order:
                 consistent.append(len(set(per_order)) == 1)
             for scores, order in zip(ranking.per_order, ranking.orders, strict=False):
                 first, second = order[0], order[1]
@@ -308,32 +324,9 @@ def judge_checks(pairs: Sequence[Pair]) -> list[float | None]:
     return prefs
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
+    """A share as a whole percent; ``-`` for none."""
     return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def print_table(rows: Mapping[str, Mapping[str, Any]]) -> None:
-    """The accuracy table, one row per judge (FitTable: readable at 80 columns), then each
-    judge's model and note."""
-    from rich.console import Console
-
-    from agentic_loop.tables import Col, FitTable
-
-    table = FitTable("Judge quality on the labelled pairs (ties count half)", [
-        Col("judge", wrap=True), Col("accuracy", short="acc"), Col("95% CI"),
-        Col("accuracy where checks tie", short="acc~chk"), Col("ties"), Col("decided"),
-        Col("order consistency", short="consist"),
-        Col("first shown wins", short="1st wins")])
-    for row in rows.values():
-        low, high = row["wilson95"]
-        table.add_row(row["judge"], _pct(row["accuracy"]), f"{_pct(low)}-{_pct(high)}",
-                      _pct(row.get("accuracy_where_checks_tie")),
-                      str(row["ties"]), f"{row['decided']}/{row['pairs']}",
-                      _pct(row["position_consistency"]), _pct(row["first_shown_wins"]))
-    console = Console()
-    console.print(table)
-    for row in rows.values():
-        console.print(f"- {row['judge']}: {row['model']}; {row['note']}", highlight=False)
 
 
 def open_accuracy(row: Mapping[str, Any], open_ids: set[str]) -> float | None:
@@ -368,11 +361,13 @@ def bench_quality(out: Path, *, generator: str = "local", judge: str = "local",
     :func:`agentic_loop.models.load_chat_model` (tests pass a fake).
     """
     import platform
+    import time
     from datetime import UTC, datetime
 
     from agentic_loop.models import load_chat_model, model_id_of
     from agentic_loop.progress import progress_bar
 
+    started = time.perf_counter()
     load = load or load_chat_model
     chosen = list(pairs) if pairs is not None else load_pairs()
     if quick and pairs is None:
@@ -401,10 +396,10 @@ def bench_quality(out: Path, *, generator: str = "local", judge: str = "local",
         prefs, errors, grades = judge_critic(own, chosen,
                                              tick_of("same-model critic", len(chosen)))
         rows["critic"] = summarize("same-model critic", own_id, prefs, kinds=kinds, ids=ids,
-                                   errors=errors, note="pointwise: each answer scored alone "
+                                   failed=errors, note="pointwise: each answer scored alone "
                                    "(composite of the pair's rubric)")
         rows["critic_grade"] = summarize(
-            "critic's own 1-10 grade", own_id, grades, kinds=kinds, ids=ids,
+            "critic's own 1-10 grade", own_id, grades, kinds=kinds, ids=ids, failed=errors,
             note="the overall_score of the same calls (never in the composite); undecided "
             "where a guard voided an answer")
         _save(out, section)
@@ -416,14 +411,14 @@ def bench_quality(out: Path, *, generator: str = "local", judge: str = "local",
             prefs, errors, _ = judge_critic(other, chosen,
                                             tick_of("separate judge", len(chosen)))
             rows["separate"] = summarize("separate judge", other_id, prefs, kinds=kinds,
-                                         ids=ids, errors=errors,
+                                         ids=ids, failed=errors,
                                          note="pointwise: each answer scored alone")
         _save(out, section)
         try:
             prefs, errors, consistent, first = judge_group(
                 other, chosen, tick_of("group ranker", len(chosen)))
             rows["group"] = summarize("group ranker", other_id, prefs,
-                                      kinds=kinds, ids=ids, errors=errors,
+                                      kinds=kinds, ids=ids, failed=errors,
                                       consistent=consistent, first_wins=first,
                                       note="n=2: both answers shown together, in both "
                                       "orders; scores averaged over the orders")
@@ -436,13 +431,10 @@ def bench_quality(out: Path, *, generator: str = "local", judge: str = "local",
             rows["vote"] = summarize(
                 f"majority vote (k={votes})", own_id, prefs, kinds=[p.kind for p in short],
                 ids=[p.id for p in short],
-                note=f"short-answer rows only; mean agreement {_pct(agreement)}")
+                note=f"short-answer rows only; mean agreement {pct(agreement)}")
             rows["vote"]["agreement"] = agreement
         except ImportError as exc:
             rows["vote"] = {"judge": "majority vote", "skipped": f"not available: {exc}"}
+        section["seconds"] = round(time.perf_counter() - started, 1)
         _save(out, section)
-    print_table({k: v for k, v in rows.items() if "skipped" not in v})
-    for row in rows.values():
-        if "skipped" in row:
-            print(f"{row['judge']}: skipped ({row['skipped']})")
     return section

@@ -125,7 +125,8 @@ def loop(d: dict[str, Any]) -> list[str]:
 
 
 def judges(d: dict[str, Any]) -> list[str]:
-    """Spread of the composite score against the single LLM score, and the sandbox's cost."""
+    """Spread of the composite score against the single LLM score, the sandbox's cost, and
+    each judge's pairwise accuracy with its coverage and failed judgements."""
     s = d.get("spread", {})
     return items(("composite / single LLM score:",
                   (f"std {num(s.get('std_ratio_composite_vs_baseline'))}x, distinct values "
@@ -135,8 +136,9 @@ def judges(d: dict[str, Any]) -> list[str]:
                    f"critic {num(get(s, 'auc_vs_checks_passed.critic_overall_score'))}")),
                  ("sandboxed / bare python run:",
                   f"{num(get(d, 'sandbox.ratio_sandbox_vs_bare_python'))}x"),
-                 ("pairwise accuracy on the labelled pairs:",
-                  ", ".join(f"{r['judge']} {num(r['accuracy'])}"
+                 ("pairwise accuracy on the labelled pairs (decided/pairs, failed):",
+                  ", ".join(f"{r['judge']} {num(r['accuracy'])} ({r['decided']}/{r['pairs']}, "
+                            f"{r.get('failed', '?')} failed)"
                             for r in (get(d, "quality.rows") or {}).values()
                             if r.get("accuracy") is not None) or None))
 

@@ -129,7 +129,7 @@ def test_the_bench_scores_a_yes_saying_position_biased_judge_as_chance(
     assert saved["spread"] == {"kept": True} and saved["quality"]["rows"].keys() == rows.keys()
     # Yes to every feature: only the checks separate the pair (tasks that state constraints).
     critic = rows["critic"]
-    assert critic["model"] == "yes-man" and critic["errors"] == 0
+    assert critic["model"] == "yes-man" and critic["failed"] == 0
     assert critic["by_kind"]["support"] == 0.5 and critic["by_kind"]["tone"] == 0.5
     assert critic["by_kind"]["constrained_writing"] == 1.0
     assert critic["position_consistency"] is None
@@ -147,6 +147,52 @@ def test_the_bench_scores_a_yes_saying_position_biased_judge_as_chance(
     assert rows["checks"]["accuracy"] > 0.9 and rows["checks"]["coverage"] < 1.0
     low, high = critic["wilson95"]
     assert 0.0 <= low < critic["accuracy"] < high <= 1.0
+
+
+def _half_broken(pairs: list[Any]) -> tuple[ScriptedChatModel, set[str]]:
+    """A judge that fails on every support and tone task (junk it never repairs) and, where it
+    answers, says yes to every feature of the better answer and no to the worse; as a group
+    ranker it calls every pair a tie."""
+    broken = {p.task for p in pairs if p.kind in ("support", "tone")}
+    better = {p.shown("better") for p in pairs}
+
+    def structured(schema: Any, messages: Any) -> dict[str, Any]:
+        text = "\n".join(str(m.content) for m in messages)
+        if any(task in text for task in broken):
+            raise ConnectionError("the judge's server dropped the request")
+        if schema.__name__ == "GroupScores":
+            return {"candidate_a": 5, "candidate_b": 5}
+        good = any(answer in text for answer in better)
+        return {name: (good if field.annotation is bool else 7)
+                for name, field in schema.model_fields.items()}
+
+    judge = ScriptedChatModel(default_structured=structured, default="Answer: 0",
+                              model_id="flaky")
+    return judge, {p.id for p in pairs if p.task in broken}
+
+
+def test_a_failed_judgement_is_counted_as_failed_never_as_a_tie(
+        jq: ModuleType, tmp_path: Path) -> None:
+    pairs = [p for p in jq.quick_subset(jq.load_pairs(), per_kind=2) if p.kind != "tool_use"]
+    judge, broken = _half_broken(pairs)
+    section = jq.bench_quality(tmp_path / "judges.json", pairs=pairs, votes=1,
+                               load=lambda spec, **kw: judge)
+    n, k = len(pairs), len(broken)
+    assert k == 4 and n == 12
+    for name in ("critic", "group"):
+        row = section["rows"][name]
+        assert row["failed"] == k and row["decided"] == n - k, name
+        assert row["coverage"] == (n - k) / n, name
+        assert all(row["per_pair"][i] is None for i in broken), name
+    critic, group = section["rows"]["critic"], section["rows"]["group"]
+    # Where it answered it was right every time: failures do not drag it towards a coin.
+    assert critic["accuracy"] == 1.0 and critic["ties"] == 0
+    assert critic["wilson95"] == [wilson(n - k, n - k)[0], wilson(n - k, n - k)[1]]
+    # The ranker ties every pair it decided; order statistics only count those pairs.
+    assert group["accuracy"] == 0.5 and group["ties"] == n - k
+    assert group["position_consistency"] == 1.0 and group["first_shown_wins"] == 0.5
+    with pytest.raises(ConfigError, match="never a tie"):
+        jq.summarize("j", "m", [0.5, 1.0], kinds=["a", "a"], failed=1)
 
 
 def test_ties_count_half_and_the_interval_spans_both_roundings(jq: ModuleType) -> None:

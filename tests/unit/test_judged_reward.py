@@ -197,6 +197,44 @@ def test_vote_rewards_agreement_with_the_majority_on_tasks_without_a_check() -> 
                                "mean_agreement": pytest.approx(0.6667)}
 
 
+def test_the_vote_is_counted_once_per_group_and_enters_the_reward_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """TTRL's reward of a small batch, by hand: TRL's sum of weight x value per completion."""
+    import sys
+
+    import agentic_loop.judges as judges
+
+    module = sys.modules["agentic_loop.judges.majority_vote"]
+    real, counted = module.majority_vote, []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:  # the real vote, counted
+        counted.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "majority_vote", spy)
+    monkeypatch.setattr(judges, "majority_vote", spy)
+    tasks = [PromptTask("What is 5 + 7?", None), PromptTask("Pick a prime under 9.", None),
+             PromptTask("Say hi in lowercase.", Rubric.for_constraints(lowercase=True))]
+    vote = VoteReward(tasks, weight=0.5, group_size=4)
+    rewards = RubricRewards(tasks, extra=[vote])
+    texts = ["x = 12", "12.0", "It is 13.", "Answer: 12",  # 12 wins 3 of 4
+             "2", "3", "5", "7",  # no clear majority: a neutral group
+             "hi", "Hi", "hi", "HI"]  # checked: the checks decide, no vote
+    logged: dict[str, float] = {}
+    values = {f.__name__: f(prompts=[None] * 12, completions=_done(texts),
+                            task_index=[0] * 4 + [1] * 4 + [2] * 4, log_metric=logged.__setitem__)
+              for f in rewards.functions}
+    assert len(counted) == 2  # one vote per voted group (the old code counted each twice)
+    assert values[VOTE] == [1.0, 1.0, 0.0, 1.0] + [0.0] * 4 + [None] * 4
+    assert values["rubric"] == [None] * 8 + [1.0, 0.0, 1.0, 0.0]
+    weights = dict(zip(values, rewards.weights, strict=True))
+    total = [sum(weights[name] * v[i] for name, v in values.items() if v[i] is not None)
+             for i in range(12)]
+    assert total == [0.5, 0.5, 0.0, 0.5] + [0.0] * 4 + [1.0, 0.0, 1.0, 0.0]
+    assert logged["vote/agreement"] == pytest.approx((3 / 4 + 1 / 4) / 2)
+    assert vote.groups == 2 and vote.describe()["mean_agreement"] == 0.5
+
+
 def test_vote_keeps_tasks_without_a_check_and_the_rubric_part_skips_them(tmp_path: Path) -> None:
     path = _task_file(tmp_path, [{"task": "How many legs has a spider?"},
                                  {"task": "Say hi.", "constraints": {"lowercase": True}}])

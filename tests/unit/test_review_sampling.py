@@ -80,7 +80,10 @@ def test_the_requested_fraction_is_picked_and_planted_edge_cases_always_are(frac
     edges = [p for p in drawn.picks if p.edge]
     assert len(edges) == len(planted_ids)
     assert all(p.reasons == ["sampled"] for p in drawn.picks if not p.edge)
-    assert drawn.reasons()["sampled"] == len(picked) - len(edges) and drawn.note == ""
+    # ... and edge cases the hash walked past are marked sampled too (a uniform draw)
+    hashed = sum("sampled" in p.reasons for p in edges)
+    assert drawn.reasons()["sampled"] == len(picked) - len(edges) + hashed
+    assert drawn.note == ""
 
 
 def test_a_draw_is_the_same_in_any_order_and_changes_with_the_salt():
@@ -92,6 +95,27 @@ def test_a_draw_is_the_same_in_any_order_and_changes_with_the_salt():
     salted = {p.trajectory_id for p in sample_for_review(runs, fraction=0.05, salt="b").picks}
     assert salted != first and len(salted) == len(first)
     assert hash_unit("run-00001") == hash_unit("run-00001") != hash_unit("run-00002")
+
+
+def test_the_draw_is_the_canarys_hash_and_the_same_as_before_the_move():
+    """hash_unit is agentic_loop.hashing.unit_hash, the router's bucket function; the draw
+    it makes is the one the review's own 64-bit SHA-256 hash made (same order)."""
+    import hashlib
+
+    from agentic_loop.distill.release.router import bucket_of
+    from agentic_loop.hashing import unit_hash
+
+    assert hash_unit is unit_hash and bucket_of("run-7", "") == hash_unit("run-7")
+
+    def before(trajectory_id: str, salt: str) -> float:  # the review's hash until the move
+        digest = hashlib.sha256(f"{salt}:{trajectory_id}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    runs, _ = corpus(5000, edges_each=0)
+    for salt in ("", "b"):
+        old = sorted(runs, key=lambda t: (before(t.id, salt), t.id))[:100]
+        picked = sample_for_review(runs, fraction=0.02, salt=salt).picks
+        assert {p.trajectory_id for p in picked} == {t.id for t in old}
 
 
 def test_edge_cases_past_the_budget_are_all_queued_and_the_draw_says_so():
@@ -111,3 +135,18 @@ def test_runs_without_an_output_are_not_eligible_and_bad_settings_are_refused():
         sample_for_review(runs, fraction=2)
     with pytest.raises(ValueError, match="threshold=11"):
         sample_for_review(runs, threshold=11)
+
+
+def test_the_hash_draws_edge_cases_too_so_its_draw_is_a_uniform_sample() -> None:
+    """A third of the runs are edge cases (near the threshold): the hash-drawn runs, the
+    agreement alarm's stratum, must hold about a third of them, not none."""
+    rng = random.Random(3)
+    runs = [plain(i, rng) for i in range(3000)]
+    runs = [r.model_copy(update={"final_score": 7.9}) if i % 3 == 0 else r
+            for i, r in enumerate(runs)]
+    picked = sample_for_review(runs, fraction=0.5)
+    drawn = [p for p in picked.picks if "sampled" in p.reasons]
+    edge_share = sum(p.edge for p in drawn) / len(drawn)
+    assert 0.28 <= edge_share <= 0.39, edge_share  # 1/3 expected; the old draw gave 0
+    assert len(picked.picks) == picked.budget == 1500  # the budget still holds
+    assert len({p.trajectory_id for p in picked.picks}) == len(picked.picks)

@@ -53,6 +53,19 @@ def test_canary_sends_ten_percent_of_users_to_the_candidate_and_sticks():
     assert kept.content == "current answer" and kept.response_metadata["model_name"] == "m-v1"
 
 
+def test_the_canary_buckets_are_pinned_across_the_move_to_one_hash():
+    """bucket_of now calls agentic_loop.hashing.unit_hash: a canary in flight must keep every
+    user in the bucket it had (values computed by the router's own formula before the move)."""
+    from agentic_loop.distill.release.router import DEFAULT_SALT, bucket_of
+    from agentic_loop.hashing import unit_hash
+
+    assert DEFAULT_SALT == "agentic-loop-canary"
+    assert bucket_of("user-1") == 0.058860572962144135
+    assert bucket_of("alice") == 0.7979104762751414
+    assert bucket_of("run-00001", "s2") == 0.1519948606085003
+    assert bucket_of("bob", "x") == unit_hash("bob", "x") != unit_hash("bob")
+
+
 def test_a_call_with_no_user_goes_to_current_unless_routed_by_prompt():
     assert Router(*models(), fraction=1.0).invoke("hi").response_metadata["route"] == "current"
     by_prompt = Router(*models(), fraction=1.0, unkeyed="prompt")

@@ -70,6 +70,7 @@ from pydantic import PrivateAttr
 
 from agentic_loop.distill.release.router_shadow import Scorer, ShadowJob, ShadowRunner
 from agentic_loop.errors import ConfigError
+from agentic_loop.hashing import unit_hash
 from agentic_loop.models import load_chat_model, model_id_of, with_structured_output
 from agentic_loop.models.structured_output import message_text
 from agentic_loop.trajectories import hash_user_id
@@ -81,17 +82,16 @@ __all__ = ["DEFAULT_SALT", "Route", "Router", "bucket_of", "served_model_id"]
 
 Route = Literal["current", "candidate"]
 DEFAULT_SALT = "agentic-loop-canary"
-_BUCKETS = 16 ** 15
 
 
 def bucket_of(key: str, salt: str = DEFAULT_SALT) -> float:
-    """The key's place in [0, 1): stable across processes and machines (SHA-256, not ``hash``).
+    """The key's place in [0, 1): stable across processes and machines (SHA-256, not ``hash``);
+    :func:`agentic_loop.hashing.unit_hash` with the canary's salt.
 
     >>> bucket_of("user-1") == bucket_of("user-1"), 0.0 <= bucket_of("user-1") < 1.0
     (True, True)
     """
-    digest = hashlib.sha256(f"{salt}:{key}".encode()).hexdigest()
-    return int(digest[:15], 16) / _BUCKETS
+    return unit_hash(key, salt)
 
 
 def served_model_id(version: ModelVersion) -> str:

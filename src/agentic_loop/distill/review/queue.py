@@ -82,10 +82,11 @@ class QueueItem(BaseModel):
 
     @property
     def drawn(self) -> Drawn:
-        """``"random"`` when the sample's hash alone drew the run (reasons ``["sampled"]``),
-        else ``"edge"`` (an edge case, or no reason recorded: never let it decide the alarm):
-        the stratum its labels belong to (see the module docstring)."""
-        return "random" if self.reasons == ["sampled"] else "edge"
+        """``"random"`` when the sample's hash drew the run (``"sampled"`` among its reasons,
+        edge case or not: the hash draws from every eligible run), else ``"edge"`` (picked
+        only as an edge case, or no reason recorded: never let it decide the alarm): the
+        stratum its labels belong to (see the module docstring)."""
+        return "random" if "sampled" in self.reasons else "edge"
 
 
 class ReviewQueue:

@@ -21,8 +21,13 @@ a person's minute are those where the package's own verdict is least sure:
 
 Edge cases are always picked, even past the fraction (the report says so);
 the rest of the budget (``round(fraction * eligible runs)``) is filled with the
-runs whose id hashes lowest (SHA-256 of the id, so a run's draw does not depend
-on the order runs are read in nor on the host), recorded as ``sampled``.
+runs whose id hashes lowest, recorded as ``sampled``. The hash walks every eligible
+run, edge cases included (one it meets gets ``sampled`` added, and the walk goes
+on), so the runs it draws are a uniform sample: the stratum the agreement alarm
+decides on, since edge cases alone have a narrow score range. The hash is
+:func:`agentic_loop.hashing.unit_hash` (SHA-256 of the id, the canary's bucket
+function: a run's draw does not depend on the order runs are read in nor on the
+host; ``hash_unit`` is its name here).
 Runs without a final output have nothing to review and are not eligible.
 
 Example:
@@ -41,7 +46,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -49,6 +53,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.hashing import unit_hash as hash_unit
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["EDGE_REASONS", "ReviewPick", "ReviewSample", "edge_reasons", "hash_unit",
@@ -87,16 +92,6 @@ class ReviewSample(BaseModel):
     def reasons(self) -> dict[str, int]:
         """How many picks gave each reason (a pick may give several)."""
         return dict(sorted(Counter(r for p in self.picks for r in p.reasons).items()))
-
-
-def hash_unit(trajectory_id: str, salt: str = "") -> float:
-    """A run id's place in [0, 1), the same on every host and in every order.
-
-    >>> hash_unit("r1") == hash_unit("r1"), 0.0 <= hash_unit("r1") < 1.0
-    (True, True)
-    """
-    digest = hashlib.sha256(f"{salt}:{trajectory_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def _judged_names(rubric: Mapping[str, Any] | None) -> set[str]:
@@ -158,25 +153,31 @@ def sample_for_review(runs: Iterable[Trajectory], *, fraction: float = 0.02,
                           "threshold is a 0-10 score, the margin at least 0, the gap above 0")
     eligible = [t for t in runs if t.final_output is not None]
     budget = round(fraction * len(eligible))
-    edges: list[ReviewPick] = []
-    rest: list[Trajectory] = []
+    edges: dict[str, ReviewPick] = {}
     for t in eligible:
         why = edge_reasons(t, threshold=threshold, margin=margin, gap=gap, high=high)
         if why:
-            edges.append(ReviewPick(trajectory_id=t.id, reasons=why, score=t.final_score))
-        else:
-            rest.append(t)
-    room = max(0, budget - len(edges))
-    drawn = sorted(rest, key=lambda t: (hash_unit(t.id, salt), t.id))[:room]
-    chosen = {t.id for t in drawn}
-    fill = [ReviewPick(trajectory_id=t.id, reasons=["sampled"], score=t.final_score)
-            for t in rest if t.id in chosen]
+            edges[t.id] = ReviewPick(trajectory_id=t.id, reasons=why, score=t.final_score)
+    # The hash draws from every eligible run, edge cases included, so the runs it draws are
+    # a uniform sample (the agreement alarm's unbiased stratum); an edge case it meets is
+    # marked sampled too and the draw goes on until ``room`` other runs are taken.
+    room, fill, taken = max(0, budget - len(edges)), list[ReviewPick](), set[str]()
+    for t in sorted(eligible, key=lambda t: (hash_unit(t.id, salt), t.id)):
+        if len(fill) >= room:
+            break
+        if t.id in edges:
+            edge = edges[t.id]
+            if "sampled" not in edge.reasons:
+                edges[t.id] = edge.model_copy(update={"reasons": [*edge.reasons, "sampled"]})
+        elif t.id not in taken:
+            taken.add(t.id)
+            fill.append(ReviewPick(trajectory_id=t.id, reasons=["sampled"], score=t.final_score))
     note = ""
     if len(edges) > budget:
         note = (f"{len(edges)} edge cases exceed the {fraction:.1%} budget of {budget} runs: "
                 "all are queued, no run was sampled beyond them")
-    return ReviewSample(picks=_in_order(eligible, edges + fill), eligible=len(eligible),
-                        fraction=fraction, budget=budget, note=note)
+    return ReviewSample(picks=_in_order(eligible, [*edges.values(), *fill]),
+                        eligible=len(eligible), fraction=fraction, budget=budget, note=note)
 
 
 def _in_order(runs: Sequence[Trajectory], picks: list[ReviewPick]) -> list[ReviewPick]:
