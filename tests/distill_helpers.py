@@ -72,3 +72,16 @@ def write_log(folder: Path, runs: Sequence[Trajectory]) -> Path:
     for run in runs:
         log.append(run)
     return folder
+
+
+def fake_trained(data: Path, out: Path, **kwargs: Any) -> Any:
+    """What a fake trainer returns: a model folder with a card naming ``data`` (no weights)."""
+    from agentic_loop.distill.train import TrainResult, TrainSettings
+    from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text("{}")
+    card = ModelCard(name=out.name, base_model=kwargs["base"], method=kwargs["method"],
+                     data=DataRef(dir=str(data), manifest_sha256="fake"))
+    write_card(out, card)
+    return TrainResult(out, TrainSettings(), [], card)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from distill_helpers import fake_trained
 from typer.testing import CliRunner
 
 from agentic_loop.cli import app
 from agentic_loop.distill.loop.improve import ImproveBackend, improve
-from agentic_loop.distill.train import TrainResult, TrainSettings
-from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
+from agentic_loop.distill.train import TrainResult
 from agentic_loop.judges import Feature, Rubric
 from agentic_loop.memory import HashingEmbedder
 from agentic_loop.tasks.spec import TaskSpec
@@ -119,12 +119,7 @@ class Models:
         return model
 
     def train(self, data: Path, out: Path, **kwargs: Any) -> TrainResult:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text("{}")
-        card = ModelCard(name=out.name, base_model=kwargs["base"], method=kwargs["method"],
-                         data=DataRef(dir=str(data), manifest_sha256="fake"))
-        write_card(out, card)
-        return TrainResult(out, TrainSettings(), [], card)
+        return fake_trained(data, out, **kwargs)
 
     def backend(self) -> ImproveBackend:
         return ImproveBackend(chat=self.chat, train=self.train, gate_model=self.gate_model)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from distill_helpers import fake_trained
 
 from agentic_loop.distill.loop.improve import ImproveBackend, improve
 from agentic_loop.distill.loop.records import ImproveRound
 from agentic_loop.distill.loop.settings import ImproveSettings, read_principles
-from agentic_loop.distill.train import TrainResult, TrainSettings
-from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
+from agentic_loop.distill.train import TrainResult
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges.group_rank import candidates_shown
 from agentic_loop.memory import HashingEmbedder
@@ -70,12 +70,7 @@ class Models:
 
     def train(self, data: Path, out: Path, **kwargs: Any) -> TrainResult:
         self.train_calls.append({"data": data, **kwargs})
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text("{}")
-        card = ModelCard(name=out.name, base_model=kwargs["base"], method=kwargs["method"],
-                         data=DataRef(dir=str(data), manifest_sha256="fake"))
-        write_card(out, card)
-        return TrainResult(out, TrainSettings(), [], card)
+        return fake_trained(data, out, **kwargs)
 
     def backend(self) -> ImproveBackend:
         return ImproveBackend(chat=self.chat, train=self.train,

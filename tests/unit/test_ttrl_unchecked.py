@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from distill_helpers import fake_trained
 
 from agentic_loop.distill.loop.improve import ImproveBackend, improve
 from agentic_loop.distill.loop.pool import trajectory_pool
 from agentic_loop.distill.loop.state import Watermark
-from agentic_loop.distill.train import TrainResult, TrainSettings
+from agentic_loop.distill.train import TrainResult
 from agentic_loop.distill.train.judged_reward import VOTE, judged_reward
-from agentic_loop.distill.train.model_card import DataRef, ModelCard, write_card
 from agentic_loop.distill.train.prompt_set import load_prompt_set
 from agentic_loop.distill.train.training_data import TrainingDataError
 from agentic_loop.errors import ConfigError
@@ -47,12 +47,7 @@ class Models:
 
     def train(self, data: Path, out: Path, **kwargs: Any) -> TrainResult:
         self.train_calls.append({"data": data, **kwargs})
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text("{}")
-        card = ModelCard(name=out.name, base_model=kwargs["base"], method=kwargs["method"],
-                         data=DataRef(dir=str(data), manifest_sha256="fake"))
-        write_card(out, card)
-        return TrainResult(out, TrainSettings(), [], card)
+        return fake_trained(data, out, **kwargs)
 
     def backend(self) -> ImproveBackend:
         return ImproveBackend(chat=self.chat, train=self.train,
