@@ -244,7 +244,11 @@ def flywheel(d: dict[str, Any]) -> list[str]:
                                         f"{pct(d.get('final_pass_rate'))}, plain SFT "
                                         f"{pct(d.get('sft_pass_rate'))}")),
                  ("rounds / plain SFT (final):", f"{num(r.get('final_over_sft'))}x"),
-                 ("steps:", (f"{get(d, 'steps.improve')} in rounds, {get(d, 'steps.sft')} plain")))
+                 ("steps:", (f"{get(d, 'steps.improve')} in rounds, {get(d, 'steps.sft')} plain"))
+                 ) + [f"method {m.get('method')}: golden {pct(m.get('final_pass_rate'))} after "
+                      f"{m.get('steps')} steps, / plain SFT {num(m.get('final_over_sft'))}x"
+                      + (f" (failed: {m['error']})" if m.get("error") else "")
+                      for m in d.get("methods") or []]
 
 
 def tools_flywheel(d: dict[str, Any]) -> list[str]:
