@@ -46,6 +46,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from agentic_loop.errors import ConfigError
+from agentic_loop.models.cpu_caps import native_bf16
 from agentic_loop.models.engine.attention import use_gqa_sdpa
 from agentic_loop.models.engine.engine import (
     GenerationEngine,
@@ -54,13 +55,14 @@ from agentic_loop.models.engine.engine import (
     GenerationRequest,
 )
 from agentic_loop.models.engine.grammar import Grammar, JsonGrammar, constrained_json_schema
+from agentic_loop.models.engine.invariance import make_batch_invariant
 from agentic_loop.models.errors import ModelCallError, ModelLoadError
 from agentic_loop.models.structured_output import structured_runnable
 from agentic_loop.models.tools import ToolPlan, as_chunk, engine_chat
 from agentic_loop.models.weights import load_causal_lm
 
-__all__ = ["LocalChatModel", "default_dtype", "default_num_threads", "loaded_engine",
-           "release_engine"]
+__all__ = ["DTYPES", "LocalChatModel", "default_dtype", "default_num_threads", "dtype_named",
+           "loaded_engine", "release_engine"]
 
 _ENGINES: dict[tuple[str, str, str], GenerationEngine] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -94,13 +96,45 @@ def default_num_threads() -> int:
     return threads
 
 
+#: The dtypes ``AGENTIC_LOOP_DTYPE`` (and ``LocalChatModel(dtype=...)``) may name.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def dtype_named(name: str, source: str = "dtype") -> torch.dtype:
+    """The torch dtype called ``name`` (one of :data:`DTYPES`); ``source`` names the input.
+
+    >>> dtype_named("bfloat16")
+    torch.bfloat16
+    """
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ConfigError(
+            f"{source}={name!r} is not a dtype the local engine runs in; "
+            f"use one of {', '.join(DTYPES)}") from None
+
+
 def default_dtype(device: str) -> torch.dtype:
-    """bf16 on GPU; fp32 on CPU: as fast as bf16 there (bench/results/models.json), and
-    batched greedy decoding stays identical to one-by-one decoding."""
+    """The dtype the engine loads weights in: ``$AGENTIC_LOOP_DTYPE`` when set (one of
+    :data:`DTYPES`), else bf16 on GPU, bf16 on a CPU with native bf16 math
+    (:func:`.cpu_caps.native_bf16`: AVX-512 BF16, AMX-BF16, Arm BF16), fp32 on others.
+
+    Why by capability: with native bf16, torch's bf16 matmul at the model's shapes runs
+    2.7x fp32's (104.6 against 38.5 GFLOP/s, one thread, batch 32); on AVX2 alone bf16 is
+    emulated and slower than fp32. bf16 used to make greedy answers depend on the batch
+    (12 of 24 changed); on the CPU the engine now runs bf16 models batch-invariant
+    (:mod:`.engine.invariance`), and answers alone and in any batch agree as in fp32
+    (tests/integration/test_engine_batch_invariance.py).
+
+    >>> default_dtype("cuda")
+    torch.bfloat16
+    """
     env = os.environ.get("AGENTIC_LOOP_DTYPE")
     if env:
-        return getattr(torch, env)
-    return torch.bfloat16 if device == "cuda" else torch.float32
+        return dtype_named(env, "AGENTIC_LOOP_DTYPE")
+    if device == "cuda" or (device == "cpu" and native_bf16()):
+        return torch.bfloat16
+    return torch.float32
 
 
 def _resolve_device(device: str) -> str:
@@ -123,7 +157,7 @@ def loaded_engine(
     """
     path = Path(model_dir).expanduser()
     dev = _resolve_device(device)
-    torch_dtype = default_dtype(dev) if dtype == "auto" else getattr(torch, dtype)
+    torch_dtype = default_dtype(dev) if dtype == "auto" else dtype_named(dtype)
     key = (str(path.resolve()), str(torch_dtype), dev + ("" if prefix_cache else ":no-prefix"))
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
@@ -135,6 +169,7 @@ def loaded_engine(
         tokenizer, model = load_causal_lm(path, dtype=torch_dtype)
         model.to(dev).eval()
         use_gqa_sdpa(model)  # padded batches: no per-step copy of the KV heads on the CPU
+        make_batch_invariant(model)  # bf16 on the CPU: answers independent of the batch
         if tokenizer.chat_template is None:
             raise ModelLoadError(
                 f"the tokenizer in {path} has no chat template; save one with the model "

@@ -55,7 +55,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -69,6 +68,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from agentic_loop.errors import ConfigError, ReleaseError
+from agentic_loop.models.cpu_caps import native_bf16
 from agentic_loop.models.model_dirs import adapter_base, is_adapter_dir, resolve_model_dir
 
 __all__ = [
@@ -126,12 +126,10 @@ def find_vllm_python(python: str | os.PathLike[str] | None = None) -> str:
 
 def cpu_dtype() -> str:
     """``bfloat16`` where the CPU does bf16 math natively (AVX512-BF16, AMX, Arm BF16), else
-    ``float32``: on AVX2 alone bf16 is emulated and slower than fp32 (bench/serve.py)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return "bfloat16"  # not Linux (Apple silicon has bf16)
-    return "bfloat16" if re.search(r"\b(avx512_bf16|amx_bf16|bf16)\b", info) else "float32"
+    ``float32``: on AVX2 alone bf16 is emulated and slower than fp32 (bench/serve.py).
+    The same probe the in-process engine asks (:func:`agentic_loop.models.cpu_caps.native_bf16`).
+    """
+    return "bfloat16" if native_bf16() else "float32"
 
 
 def cpu_env_defaults(cores: int | None = None) -> dict[str, str]:

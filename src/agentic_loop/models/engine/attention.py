@@ -10,6 +10,12 @@ decoding step with padding from 218 to about 150 ms. The function registers as
 ``"sdpa_gqa"`` through transformers' ``AttentionInterface`` (with sdpa's mask
 builder) and hands anything off the CPU to the stock sdpa function unchanged.
 
+``"sdpa_gqa_f64"`` is the same attention computed in float64 and rounded once, for
+bf16 models on the CPU: bf16 attention's sums change with padding, which changed
+greedy answers with the batch (see :mod:`.invariance`). It was also faster than
+torch's bf16 CPU kernel with a mask: 0.6 against 1.6 ms a call for 8 rows over 100
+keys, one thread (fp32: 0.25 ms, but its rounding still depended on the padding).
+
     >>> name = register()
     >>> name
     'sdpa_gqa'
@@ -25,10 +31,13 @@ from typing import Any
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-__all__ = ["GQA_SDPA", "register", "sdpa_gqa_attention", "use_gqa_sdpa"]
+__all__ = ["GQA_SDPA", "GQA_SDPA_WIDE", "register", "sdpa_gqa_attention",
+           "sdpa_gqa_wide_attention", "use_gqa_sdpa"]
 
 #: The attention implementation name this module registers.
 GQA_SDPA = "sdpa_gqa"
+#: The same attention computed in float64 (for bf16/fp16 models on the CPU).
+GQA_SDPA_WIDE = "sdpa_gqa_f64"
 
 
 def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
@@ -54,6 +63,20 @@ def sdpa_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
     return out.transpose(1, 2).contiguous(), None
 
 
+def sdpa_gqa_wide_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                            value: torch.Tensor, attention_mask: torch.Tensor | None,
+                            **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """:func:`sdpa_gqa_attention` in float64, the output cast back to ``query``'s dtype."""
+    if query.device.type != "cpu" or query.dtype == torch.float32:
+        return sdpa_gqa_attention(module, query, key, value, attention_mask, **kwargs)
+    wide = torch.float64
+    if attention_mask is not None and attention_mask.is_floating_point():
+        attention_mask = attention_mask.to(wide)
+    out, _ = sdpa_gqa_attention(module, query.to(wide), key.to(wide), value.to(wide),
+                                attention_mask, **kwargs)
+    return out.to(query.dtype), None
+
+
 def register() -> str:
     """Make ``"sdpa_gqa"`` a transformers attention implementation (idempotent); return it."""
     from transformers import AttentionInterface
@@ -61,19 +84,24 @@ def register() -> str:
 
     AttentionInterface.register(GQA_SDPA, sdpa_gqa_attention)
     AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
+    AttentionInterface.register(GQA_SDPA_WIDE, sdpa_gqa_wide_attention)
+    AttentionMaskInterface.register(GQA_SDPA_WIDE, sdpa_mask)
     return GQA_SDPA
 
 
-def use_gqa_sdpa(model: Any) -> bool:
-    """Switch a CPU model that uses ``sdpa`` to ``sdpa_gqa``; True if it switched.
+def use_gqa_sdpa(model: Any, *, wide: bool = False) -> bool:
+    """Switch a CPU model that uses ``sdpa`` (or one of ours) to ``sdpa_gqa``, or with
+    ``wide=True`` to ``sdpa_gqa_f64``; True if it switched.
 
     Models on other devices, or with another attention implementation (eager, flash),
     are left as they are.
     """
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+    if config is None or getattr(config, "_attn_implementation", None) not in (
+            "sdpa", GQA_SDPA, GQA_SDPA_WIDE):
         return False
     if next(model.parameters()).device.type != "cpu":
         return False
-    model.set_attn_implementation(register())
+    name = register()
+    model.set_attn_implementation(GQA_SDPA_WIDE if wide else name)
     return True

@@ -45,7 +45,8 @@ from agentic_loop.errors import ConfigError
 __all__ = ["DEFAULT_PREFIX_BYTES", "PrefixMemory", "shared_length"]
 
 #: 512 MiB: about 11,600 tokens of SmolLM2-135M's KV in float32 (30 layers, 3 KV heads of
-#: 64: 46 KB a token), the latest step of 16 concurrent 700-token episodes.
+#: 64: 46 KB a token; twice the tokens in bf16), the latest step of 16 concurrent
+#: 700-token episodes.
 DEFAULT_PREFIX_BYTES = 512 * 2**20
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), [1, heads, n, dim]
