@@ -11,8 +11,23 @@ free decoding on the engine (``bench/engine_vs_generate.py``); those ratios are 
 ``ratios.engine_constrained_over_free_tokens_per_s``, details in
 ``runs[0].engine_vs_hf_generate``.
 
-    python bench/models.py            # writes bench/results/models.json
-    python bench/models.py --quick    # fewer prompts
+The roofline (issue 36): each configuration's subprocess also decodes at batch 1, 8 and
+32 (sampled, 48 new tokens; and grammar-constrained at 8) under a stage clock
+(``bench/decode_profile.py``), then measures, in the same threads, torch's matmul GFLOP/s
+at the model's shapes in fp32 and bf16 (``bench/roofline.py``, FLOP formulas there: decode
+is ``2 x matmul weights`` per token plus ``4 x layers x heads x head_dim x context`` of
+attention). ``runs[i].roofline`` holds the peaks (``peak_gflops[dtype].step``: every linear
+layer of one decode step with its own weights; ``.shapes``: one weight shape, hot) and the
+engine's achieved model GFLOP/s with its fraction of the peak of its dtype;
+``runs[i].profile`` the share of decode time per stage (linear layers, attention, other
+forward ops, KV cache writes, rows leaving/joining, grammar masks, sampling, token
+bookkeeping, the loop's Python) and ``matmul_at_peak_share``: the share the matmuls would
+take at the measured peak. ``bench/results/models_roofline.png`` plots achieved against
+peak. Ratios within one run are the result; absolute GFLOP/s move with the machine's load.
+
+    python bench/models.py                 # writes bench/results/models.json and the PNG
+    python bench/models.py --quick         # fewer prompts at batch 1
+    python bench/models.py --no-roofline   # the throughput table only
 """
 
 from __future__ import annotations
@@ -25,9 +40,10 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 MAX_NEW_TOKENS = 48
 RESULTS = Path(__file__).parent / "results" / "models.json"
+PLOT = RESULTS.with_name("models_roofline.png")
 PROMPTS = [
     "Write a tagline for a bookstore.",
     "Explain why the sky is blue in two sentences.",
@@ -55,7 +72,8 @@ class Review(BaseModel):
     critique: str = Field(max_length=80)
 
 
-def worker(dtype: str, threads: int, quick: bool, compare: bool) -> dict:
+def worker(dtype: str, threads: int, quick: bool, compare: bool,
+           roofline: bool = True) -> dict:
     os.environ["AGENTIC_LOOP_TORCH_THREADS"] = str(threads)
     from agentic_loop.models import load_chat_model
 
@@ -93,7 +111,66 @@ def worker(dtype: str, threads: int, quick: bool, compare: bool) -> dict:
 
         result["engine_vs_hf_generate"] = compare_engine(llm, PROMPTS, Review, MAX_NEW_TOKENS)
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if roofline:  # after the RSS reading: the peak measurement allocates its own weights
+        result.update(roofline_and_profile(llm, dtype, quick))
     return result
+
+
+def roofline_and_profile(llm: Any, dtype: str, quick: bool) -> dict[str, Any]:
+    """The engine's decode at batch 1, 8 and 32 (and grammar-constrained at 8) under the
+    stage clock, then the matmul peak at the model's shapes in this process's threads."""
+    import torch
+    from decode_profile import profile_engine
+    from langchain_core.messages import HumanMessage
+    from roofline import BATCHES, ModelShape, achieved, decode_flops, measure_peaks
+
+    from agentic_loop.models.engine.engine import GenerationParams
+    from agentic_loop.models.engine.grammar import JsonGrammar, constrained_json_schema
+
+    engine = llm.engine
+    shape = ModelShape.from_config(engine.model.config)
+    prompts = [llm.prompt_ids([HumanMessage(f"{p} (take {k + 1})")]) for k in range(4)
+               for p in PROMPTS]  # 32 distinct prompts
+    sampled = GenerationParams(max_tokens=MAX_NEW_TOKENS, temperature=0.7, top_p=0.95, seed=0)
+    runs = {str(b): profile_engine(engine, prompts[: 4 if quick and b == 1 else max(b, 8)], b,
+                                   sampled) for b in BATCHES}
+    grammar = JsonGrammar(constrained_json_schema(Review), engine.tokenizer, engine.vocab_size)
+    reviews = [llm.prompt_ids([HumanMessage(f"Review this answer: {p}")]) for p in PROMPTS]
+    greedy = GenerationParams(max_tokens=2 * MAX_NEW_TOKENS, temperature=0.0)
+    engine.generate(reviews[:1], GenerationParams(max_tokens=2, temperature=0.0), grammar)  # warm
+    runs["8_constrained"] = profile_engine(engine, reviews, 8, greedy, grammar)
+    peaks = measure_peaks(shape)
+    got = {}
+    for key, run in runs.items():
+        flops, fed = decode_flops(shape, run.pop("row_tokens"))
+        peak = peaks[dtype]["step"][key.split("_")[0]]
+        run["decode_tokens_fed"] = fed
+        seconds = max(run["decode_s"], 1e-9)
+        run["decode_tokens_per_s"] = round(fed / seconds, 2)
+        run["matmul_at_peak_share"] = round(  # of decode time, were matmuls at the step peak
+            2.0 * shape.matmul_params() * fed / (peak * 1e9) / seconds, 3)
+        got[key] = {**achieved(flops, run["decode_s"], peak),
+                    "mean_rows_per_step": run["mean_rows_per_step"]}
+    return {
+        "roofline": {
+            "what": ("model GFLOP/s of the engine's decode (prefill excluded) against the "
+                     "GFLOP/s of every linear layer of one decode step at that batch (peak, "
+                     "per dtype, this process's threads); formulas in bench/roofline.py"),
+            "torch_threads": torch.get_num_threads(),
+            "model_shape": asdict(shape),
+            "matmul_params": shape.matmul_params(),
+            "peak_gflops": peaks,
+            "achieved": got,
+        },
+        "profile": {
+            "what": ("exclusive wall time per stage of the engine's decode loop "
+                     "(bench/decode_profile.py), share of decode time; sampled rows "
+                     "(temperature 0.7, top-p 0.95) and greedy grammar-constrained at batch 8"),
+            "max_new_tokens": MAX_NEW_TOKENS,
+            "attention": getattr(engine.model.config, "_attn_implementation", None),
+            **runs,
+        },
+    }
 
 
 def main() -> None:
@@ -102,9 +179,12 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, metavar=("DTYPE", "THREADS"))
     parser.add_argument("--compare", action="store_true",
                         help="(worker) also time our engine against model.generate")
+    parser.add_argument("--no-roofline", action="store_true",
+                        help="skip the matmul peak and the decode profile")
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.quick, args.compare)))
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.quick, args.compare,
+                                roofline=not args.no_roofline)))
         return
 
     from rich.console import Console
@@ -112,7 +192,7 @@ def main() -> None:
 
     from agentic_loop.models.embedded import ensure_converted
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     with console.status("converting the embedded GGUF (first run only)"):
         t0 = time.perf_counter()
         ensure_converted()
@@ -124,6 +204,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--worker", dtype, str(threads)]
             cmd += ["--quick"] if args.quick else []
             cmd += ["--compare"] if n == 0 else []  # the baseline config only: it is long
+            cmd += ["--no-roofline"] if args.no_roofline else []
             out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -138,6 +219,8 @@ def main() -> None:
         "two_threads_over_one_tokens_per_s_batch1": round(
             runs[2]["tokens_per_s_batch1"] / base["tokens_per_s_batch1"], 2),
     }
+    if "roofline" in base:
+        ratios.update(roofline_ratios(runs))
     compared = base.get("engine_vs_hf_generate", {})
     ratios["engine_over_hf_generate_tokens_per_s"] = {
         key: row["engine_over_hf_generate_tokens_per_s"] for key, row in compared.items()
@@ -169,8 +252,60 @@ def main() -> None:
                       str(r["tokens_per_s_constrained_batch1"]),
                       str(r["peak_rss_mb"]))
     console.print(table)
+    if "roofline" in base:
+        print_roofline(console, runs)
+        from roofline import plot
+
+        plot(runs, PLOT)
+        console.print(f"wrote {PLOT}")
     console.print(ratios)
     console.print(f"wrote {RESULTS}")
+
+
+def roofline_ratios(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fractions of the matmul peak per run and batch, and bf16 / fp32 matmul peak per batch."""
+    steps = runs[0]["roofline"]["peak_gflops"]
+    return {
+        "engine_fraction_of_matmul_peak": {
+            f"{r['dtype']}_{r['threads']}t": {b: g["fraction_of_peak"]
+                                             for b, g in r["roofline"]["achieved"].items()}
+            for r in runs},
+        "bfloat16_over_float32_matmul_step_peak": {
+            b: round(steps["bfloat16"]["step"][b] / steps["float32"]["step"][b], 2)
+            for b in steps["float32"]["step"]},
+    }
+
+
+def print_roofline(console: Any, runs: list[dict[str, Any]]) -> None:
+    """Peak and achieved GFLOP/s per run and batch, then each run's decode time shares."""
+    from decode_profile import DECODE_STAGES
+    from rich.table import Table
+
+    roof = Table(title="roofline: model GFLOP/s of decoding vs matmul peak at the model's shapes")
+    for col in ["dtype", "threads", "batch", "peak fp32", "peak bf16", "engine", "of peak",
+                "rows/step"]:  # GFLOP/s; the peak of the run's own dtype is the reference
+        roof.add_column(col)
+    for r in runs:
+        peaks = r["roofline"]["peak_gflops"]
+        for b, got in r["roofline"]["achieved"].items():
+            key = b.split("_")[0]
+            roof.add_row(r["dtype"], str(r["threads"]), b, str(peaks["float32"]["step"][key]),
+                         str(peaks["bfloat16"]["step"][key]), str(got["gflops"]),
+                         f"{got['fraction_of_peak']:.0%}", str(got["mean_rows_per_step"]))
+    console.print(roof)
+    for r in runs:
+        prof = {b: v for b, v in r["profile"].items() if isinstance(v, dict)}
+        table = Table(title=f"share of decode time, {r['dtype']}, {r['threads']} thread(s)")
+        table.add_column("stage")
+        for b in prof:
+            table.add_column(f"batch {b}")
+        for stage in DECODE_STAGES:
+            table.add_row(stage, *(f"{v['share'].get(stage, 0.0):.1%}" for v in prof.values()))
+        table.add_row("(matmul at peak)", *(f"{v['matmul_at_peak_share']:.1%}"
+                                            for v in prof.values()))
+        table.add_row("decode s / prefill s", *(f"{v['decode_s']} / {v['prefill_s']}"
+                                                for v in prof.values()))
+        console.print(table)
 
 
 if __name__ == "__main__":

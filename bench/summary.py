@@ -85,7 +85,13 @@ def models(d: dict[str, Any]) -> list[str]:
                  ("grammar-constrained / free:",
                   f"{num(r.get('constrained_over_unconstrained_tokens_per_s'))}x"),
                  ("fp32 / bf16:", f"{num(r.get('float32_over_bfloat16_tokens_per_s_batch1'))}x"),
-                 ("2 threads / 1:", f"{num(r.get('two_threads_over_one_tokens_per_s_batch1'))}x"))
+                 ("2 threads / 1:", f"{num(r.get('two_threads_over_one_tokens_per_s_batch1'))}x"),
+                 ("decode, share of the bf16 matmul peak at batch 1 / 8 / 32 (1 thread):",
+                  " / ".join(pct(v) for b, v in (get(
+                      r, "engine_fraction_of_matmul_peak.bfloat16_1t") or {}).items()
+                             if b.isdigit()) or None),
+                 ("bf16 / fp32 matmul peak at batch 32:",
+                  f"{num(get(r, 'bfloat16_over_float32_matmul_step_peak.32'))}x"))
 
 
 def archive(d: dict[str, Any]) -> list[str]:
