@@ -37,6 +37,7 @@ machine's load; compare within one run.
     python bench/quality.py --quick            # 200 held-out tasks, every row
     python bench/quality.py                    # full: 600 held-out tasks, 3 rounds
     python bench/quality.py --tasks 20 --out /tmp/slice.json   # time a slice, extrapolate
+    python bench/quality.py --quick --rows single,best_of --dtypes float32,bfloat16  # pairs
 
 ``--quick`` writes bench/results/quality.json, full quality_full.json (PNG
 next to each). Measured and predicted times are in bench/README.md.
@@ -45,10 +46,8 @@ next to each). Measured and predicted times are in bench/README.md.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -60,12 +59,26 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
+from agentic_loop.errors import ConfigError
 from agentic_loop.tasks.spec import TaskSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
+from quality_dtypes import (  # noqa: E402
+    DTYPE_ROWS,
+    NOTE,
+    add_dtype_comparisons,
+    check_rows,
+    headlines,
+    parse_dtypes,
+    summary,
+    tagged,
+)
+from quality_engine import EngineClock, checked_dtype, has_best_of, machine  # noqa: E402
 from quality_report import (  # noqa: E402
     BASELINE,
+    NOTES,
     add_comparisons,
     headline,
     plot,
@@ -79,6 +92,7 @@ RESULTS = Path(__file__).parent / "results"
 console = Console()
 ROWS = ("fixed", "single", "best_of", "reflection", "resample", "reflexion", "ar_cold",
         "ar_warm", "distilled", "distilled_loop", "grpo")
+ALIASES = {"single-shot": "single", "best-of-N": "best_of", "best-of-n": "best_of"}
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,8 @@ class Options:
     fixed_reply: str = "42"
     grpo_generations: int = 4
     resamples: int = 10_000
+    dtypes: tuple[str, ...] = ()  # each row once per dtype; () = the engine's default
+    sample_seed: int | None = None  # every request's sampling seed (sample i: +i); None: unseeded
 
 
 MODES = {
@@ -108,40 +124,10 @@ MODES = {
 }
 
 
-class EngineClock:
-    """Seconds the local models' decoding engines spend busy (a row's LLM-seconds).
-
-    Reads each engine's ``busy_s``, which counts every prefill and step before
-    handing out that step's answers, so a row is metered right even when the
-    engine stays busy across its end. A model without an engine (a remote one)
-    adds nothing; its rows report wall seconds.
-    """
-
-    def __init__(self) -> None:
-        self.engines: dict[int, Any] = {}
-
-    def watch(self, llm: Any) -> Any:
-        engine = getattr(llm, "engine", None)
-        if engine is not None:
-            self.engines[id(engine)] = engine
-        return llm
-
-    @property
-    def seconds(self) -> float:
-        return sum(engine.busy_s for engine in self.engines.values())
-
-
 def fixed_results(specs: Sequence[TaskSpec], reply: str) -> tuple[list[bool], list[float]]:
     """What always answering ``reply`` scores."""
     evals = [s.rubric().evaluate(s.task, reply) for s in specs]
     return [bool(e.passed) for e in evals], [float(e.score) for e in evals]
-
-
-def has_best_of() -> bool:
-    """Whether the architectures take ``samples_per_round`` (best-of-n inside a round)."""
-    from agentic_loop.architectures import Architecture
-
-    return "samples_per_round" in inspect.signature(Architecture.__init__).parameters
 
 
 class Bench:
@@ -155,10 +141,14 @@ class Bench:
         self.train, self.held = dev_set(opts.held_out_tasks, opts.train_tasks, seed=opts.seed,
                                         held_out=opts.held_out)
         self.clock = EngineClock()
+        self.dtypes: tuple[str | None, ...] = opts.dtypes or (None,)
+        self.baseline = tagged(BASELINE, self.dtypes[0])
         with console.status("loading the embedded model and the embedder"):
-            self.llm = self.load("local")
+            self.llms = {d: self.load("local", dtype=d) for d in self.dtypes}
             self.train_archive = Archive(work / "archive-train", show_progress=False)
-            self.llm.invoke("Hi")  # weights loaded now, not inside the first row's timing
+            for llm in self.llms.values():
+                llm.invoke("Hi")  # weights loaded now, not inside the first row's timing
+        self.llm = self.llms[self.dtypes[0]]
         self.embedder = self.train_archive.embedder
         self.rows: list[dict[str, Any]] = []
         self.per_task: dict[str, dict[str, list[Any]]] = {}
@@ -166,13 +156,14 @@ class Bench:
         self.one_off: dict[str, float] = {"load_s": round(time.perf_counter() - t0, 1)}
         self.factories: dict[str, Callable[[Any], Any]] = {}
 
-    def load(self, spec: str) -> Any:
+    def load(self, spec: str, dtype: str | None = None) -> Any:
         from agentic_loop.models import load_chat_model
 
         # Room in one decoding batch for every sample of every concurrent task (best-of-n).
         rows = self.opts.concurrency * max(1, self.opts.best_of)
+        kw = {k: v for k, v in (("dtype", dtype), ("seed", self.opts.sample_seed)) if v is not None}
         return self.clock.watch(load_chat_model(spec, max_tokens=self.opts.max_tokens,
-                                                max_batch_size=rows))
+                                                max_batch_size=rows, **kw))
 
     def groups(self) -> dict[str, list[int]]:
         """Held-out task indexes per suite."""
@@ -182,29 +173,36 @@ class Bench:
         return out
 
     def keep(self, name: str, model: str, passed: list[bool], scores: list[float],
-             usage: dict[str, int], llm_s: float, wall_s: float, errors: int = 0) -> None:
+             usage: dict[str, int], llm_s: float, wall_s: float, errors: int = 0,
+             dtypes: tuple[str | None, str | None] = (None, None)) -> None:
+        """Keep a row; ``dtypes``: the one asked for (tags the name) and the engine's."""
+        name = tagged(name, dtypes[0])
         row = summarize(name, model, passed, scores, usage, llm_s=llm_s, wall_s=wall_s,
                         errors=errors, groups=self.groups())
+        row.update(dtype=dtypes[0], engine_dtype=dtypes[1])
         self.rows.append(row)
         self.per_task[name] = {"passed": passed, "scores": scores}
         console.print(headline(row))
 
-    def run_row(self, name: str, model: str, make: Callable[[Any], Any], llm: Any) -> None:
+    def run_row(self, name: str, model: str, make: Callable[[Any], Any], llm: Any,
+                dtype: str | None = None) -> None:
         """Score ``make(llm)`` on every held-out task, batched, and keep its row."""
         from agentic_loop.architectures import run_specs
 
+        engine_dtype = checked_dtype(llm, dtype)  # the engine really runs in ``dtype``
         arch = make(llm)
         self.factories[name] = make
         before, t0 = self.clock.seconds, time.perf_counter()
         results = run_specs(arch, self.held, max_concurrency=self.opts.concurrency,
-                            progress=name, console=console)
+                            progress=escape(tagged(name, dtype)), console=console)
         wall = time.perf_counter() - t0
         usage = {"llm_calls": sum(r.usage.llm_calls for r in results),
                  "input_tokens": sum(r.usage.input_tokens for r in results),
                  "output_tokens": sum(r.usage.output_tokens for r in results)}
         self.keep(name, model, [bool(r.passed) for r in results],
                   [float(r.score or 0.0) for r in results], usage,
-                  self.clock.seconds - before, wall, sum(not r.ok for r in results))
+                  self.clock.seconds - before, wall, sum(not r.ok for r in results),
+                  (dtype, engine_dtype))
 
     def common(self) -> dict[str, Any]:
         """Settings every looping row shares, so rows differ only in the loop."""
@@ -225,7 +223,7 @@ class Bench:
         return Archive(path, embedder=self.embedder, show_progress=False)
 
     def base_rows(self) -> None:
-        """The base model's rows that need no train pass."""
+        """The base model's rows that need no train pass, each once per dtype in turn."""
         from agentic_loop.architectures import ArchiveRefine, Reflection, Reflexion
         from agentic_loop.memory import ReflexionMemory
 
@@ -233,18 +231,17 @@ class Bench:
         if "fixed" in self.wanted:
             passed, scores = fixed_results(self.held, o.fixed_reply)
             self.keep(f"fixed reply {o.fixed_reply!r}", "none", passed, scores, {}, 0.0, 0.0)
-        self.run_row(BASELINE, "base",
-                     lambda llm: Reflection(llm, max_iterations=1, target_score=o.target_score),
-                     self.llm)
-        if "best_of" in self.wanted:
-            if has_best_of():
-                self.run_row(f"best-of-{o.best_of}", "base", lambda llm: Reflection(
-                    llm, max_iterations=1, target_score=o.target_score,
-                    samples_per_round=o.best_of), self.llm)
-            else:
-                self.extra["skipped_rows"]["best-of-n"] = (
-                    "the architectures take no samples_per_round keyword in this checkout")
-        loops: list[tuple[str, str, Callable[[Any], Any]]] = [
+        rows: list[tuple[str, str, Callable[[Any], Any]]] = [
+            ("single", BASELINE,
+             lambda llm: Reflection(llm, max_iterations=1, target_score=o.target_score))]
+        if "best_of" in self.wanted and has_best_of():
+            rows.append(("best_of", f"best-of-{o.best_of}", lambda llm: Reflection(
+                llm, max_iterations=1, target_score=o.target_score,
+                samples_per_round=o.best_of)))
+        elif "best_of" in self.wanted:
+            self.extra["skipped_rows"]["best-of-n"] = (
+                "the architectures take no samples_per_round keyword in this checkout")
+        rows += [
             ("reflection", "Reflection", lambda llm: Reflection(llm, **common)),
             ("resample", "Reflection (resample)",
              lambda llm: Reflection(llm, refine="resample", **common)),
@@ -255,9 +252,10 @@ class Bench:
             ("ar_cold", "ArchiveRefine (cold)",
              lambda llm: ArchiveRefine(llm, archive=self.archive("archive-cold"), **common)),
         ]
-        for key, name, make in loops:
-            if key in self.wanted:
-                self.run_row(name, "base", make, self.llm)
+        for key, name, make in rows:
+            if key == "single" or key in self.wanted:
+                for dtype in self.dtypes:  # in turn: a drift in machine load hits both alike
+                    self.run_row(name, "base", make, self.llms[dtype], dtype)
 
     def train_pass(self) -> Path:
         """ArchiveRefine on train tasks: fills the warm archive and logs the distill data.
@@ -296,7 +294,7 @@ class Bench:
 
     def best_loop(self) -> str | None:
         """The base-model loop row with the highest pass rate (ties: the cheaper one)."""
-        loops = [r for r in self.rows if r["model"] == "base" and r["name"] != BASELINE]
+        loops = [r for r in self.rows if r["model"] == "base" and r["name"] != self.baseline]
         if not loops:
             return None
         return max(loops, key=lambda r: (r["pass_rate"], -(r["llm_s"] or 0.0)))["name"]
@@ -336,15 +334,6 @@ class Bench:
             self.run_row("GRPO", "grpo", single, self.load(str(grpo.spec)))
 
 
-def machine() -> dict[str, Any]:
-    """Where the numbers were taken; the load says how quiet the machine was."""
-    from agentic_loop.models.local import default_num_threads
-
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "load_avg_1m": round(os.getloadavg()[0], 2),
-            "torch_threads": default_num_threads()}
-
-
 def run(opts: Options, mode: str, work: Path, rows: Sequence[str]) -> dict[str, Any]:
     """The whole flow, in the order that keeps held-out tasks out of training."""
     started, at_start = time.perf_counter(), machine()
@@ -358,7 +347,11 @@ def run(opts: Options, mode: str, work: Path, rows: Sequence[str]) -> dict[str, 
     if "ar_warm" in bench.wanted:
         bench.run_row("ArchiveRefine (warm)", "base", bench.warm, bench.llm)
     bench.trained_rows(trajectories)
-    add_comparisons(bench.rows, bench.per_task, resamples=opts.resamples)
+    add_comparisons(bench.rows, bench.per_task, resamples=opts.resamples,
+                    baseline=bench.baseline)
+    add_dtype_comparisons(bench.rows, bench.per_task, opts.dtypes, resamples=opts.resamples)
+    if opts.dtypes:
+        console.print(escape("\n".join(headlines(summary(bench.rows, opts.dtypes)))))
     return report(bench, mode, started, at_start)
 
 
@@ -375,34 +368,17 @@ def report(bench: Bench, mode: str, started: float, at_start: dict[str, Any]) ->
                     "train": len(bench.train),
                     "suites": {s: suites_.count(s) for s in sorted(set(suites_))},
                     "families": {f: fams.count(f) for f in sorted(set(fams))}},
-        "baseline": BASELINE,
+        "baseline": bench.baseline,
         "phases": bench.rows,
         "per_task": {"ids": [s.id for s in bench.held], "suites": suites_,
                      "rows": bench.per_task},
         **bench.extra,
+        **({"dtypes": summary(bench.rows, bench.opts.dtypes)}
+           if bench.opts.dtypes else {}),
         "one_off_s": bench.one_off,
         "predicted_s": predict(bench.rows, bench.one_off, sizes),
         "seconds": round(time.perf_counter() - started, 1),
-        "notes": [
-            ("Every row answers the same held-out tasks; pass = every check of the task holds, "
-             "score = the task rubric's 0-10. Intervals: Wilson (pass rate), Student t (mean "
-             "score), paired bootstrap over tasks (changes vs single-shot)."),
-            ("vs_single_shot: exact McNemar p on pass/fail (wins = tasks only the row passed, "
-             "losses = only single-shot passed), Holm-adjusted over every compared row; the "
-             "verdict uses the Holm p at 0.05. tasks_needed: tasks a McNemar test needs for a "
-             "10-point difference at alpha 0.05, power 0.8, at this row's discordance (Connor "
-             "1987)."),
-            ("llm_s is the decoding engine's busy time for the row (concurrent requests share "
-             "batches); wall_s adds graph, memory and embedder time. passes_per_llm_minute = "
-             "passes / LLM-minutes = pass rate / LLM-minutes per task."),
-            ("ArchiveRefine (cold) and Reflexion start empty and fill during the held-out run; "
-             "the warm row starts from a copy of the archive the train pass (best-of-n in "
-             "each round) filled. The "
-             "distill round trains only on the train pass's trajectories; GRPO only on train "
-             "tasks, for the SFT round's trainer seconds."),
-            ("predicted_s extrapolates this run's per-task wall seconds to each mode's task "
-             "counts (one-off costs: loading, training); it is how quick mode was sized."),
-        ],
+        "notes": NOTES + ([NOTE] if bench.opts.dtypes else []),
     }
 
 
@@ -413,9 +389,11 @@ def options_from(args: argparse.Namespace) -> tuple[str, Options]:
         "held_out_tasks": args.tasks, "train_tasks": args.train_tasks or args.tasks,
         "train_steps": args.train_steps, "seed": args.seed, "concurrency": args.concurrency,
         "max_iterations": args.max_iterations}.items() if v is not None}
+    # same tasks and settings: the mode stays what it is
+    same = {"dtypes": parse_dtypes(args.dtypes), "sample_seed": args.sample_seed}
     if overrides:
-        return f"{mode}+custom", replace(MODES[mode], **overrides)
-    return mode, MODES[mode]
+        return f"{mode}+custom", replace(MODES[mode], **overrides, **same)
+    return mode, replace(MODES[mode], **same)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -429,20 +407,31 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, help="concurrent runs = decode batch (32)")
     parser.add_argument("--rows", help=f"comma-separated subset of {','.join(ROWS)} "
                         "(single-shot always runs)")
+    parser.add_argument("--dtypes", help="comma-separated dtypes (float32,bfloat16): each row "
+                        "once per dtype, paired with itself in the first")
+    parser.add_argument("--sample-seed", type=int, help="seed every request (sample i of "
+                        "best-of-n: +i): dtypes draw alike (resample rows then repeat)")
     parser.add_argument("--out", type=Path, help="JSON path (PNG next to it); default "
-                        "results/quality.json (quick) or quality_full.json")
+                        "results/quality.json (quick) or quality_full.json, quality_dtypes* "
+                        "with --dtypes")
     parser.add_argument("--workdir", type=Path, help="keep archives, data and models here")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(argv)
-    mode, opts = options_from(args)
-    rows = ROWS if not args.rows else tuple(r.strip() for r in args.rows.split(","))
+    rows = (tuple(r for r in ROWS if r in DTYPE_ROWS) if args.dtypes else ROWS) if not args.rows \
+        else tuple(ALIASES.get(r.strip(), r.strip()) for r in args.rows.split(","))
     unknown = set(rows) - set(ROWS)
     if unknown:
         raise SystemExit(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
-    out = args.out or RESULTS / ("quality.json" if args.quick else "quality_full.json")
+    try:
+        mode, opts = options_from(args)
+        check_rows(rows, opts.dtypes)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+    out = args.out or RESULTS / ("quality" + ("_dtypes" if opts.dtypes else "")
+                                 + (".json" if args.quick else "_full.json"))
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
         data = run(opts, mode, args.workdir, rows)

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from agentic_loop.distill.eval.stats import compare, holm, t_interval, verdict, wilson
 
 BASELINE = "single-shot"
@@ -67,7 +69,7 @@ def summarize(name: str, model: str, passed: Sequence[bool], scores: Sequence[fl
         "llm_calls": calls, "tokens": tokens, "output_tokens": out_tokens,
         "llm_s": round(llm_s, 2), "wall_s": round(wall_s, 2),
         "llm_calls_per_task": per(calls, n), "tokens_per_task": per(tokens, n),
-        "llm_s_per_task": per(llm_s, n),
+        "llm_s_per_task": per(llm_s, n), "output_tokens_per_llm_s": per(out_tokens, llm_s),
         "passes_per_llm_s": per(k, llm_s), "passes_per_llm_minute": per(60 * k, llm_s),
         "llm_s_per_pass": per(llm_s, k),
     }
@@ -79,12 +81,15 @@ def summarize(name: str, model: str, passed: Sequence[bool], scores: Sequence[fl
 
 
 def add_comparisons(rows: list[dict[str, Any]], per_task: Mapping[str, Mapping[str, list[Any]]],
-                    *, resamples: int = 10_000) -> None:
-    """Attach ``vs_single_shot`` to every compared row (Holm over all of them) in place."""
-    base = per_task.get(BASELINE)
+                    *, resamples: int = 10_000, baseline: str = BASELINE) -> None:
+    """Attach ``vs_single_shot`` to every compared row (Holm over all of them) in place.
+
+    ``baseline`` names the single-shot row (``"single-shot [float32]"`` in a dtype run).
+    """
+    base = per_task.get(baseline)
     if base is None:
         return
-    compared = [r for r in rows if r["name"] != BASELINE and r["model"] not in NOT_COMPARED]
+    compared = [r for r in rows if r["name"] != baseline and r["model"] not in NOT_COMPARED]
     raw = [compare(base["passed"], per_task[r["name"]]["passed"], base["scores"],
                    per_task[r["name"]]["scores"], delta=DELTA, resamples=resamples)
            for r in compared]
@@ -96,11 +101,34 @@ def add_comparisons(rows: list[dict[str, Any]], per_task: Mapping[str, Mapping[s
                                label="Holm p")}
 
 
+NOTES = [
+    ("Every row answers the same held-out tasks; pass = every check of the task holds, "
+     "score = the task rubric's 0-10. Intervals: Wilson (pass rate), Student t (mean "
+     "score), paired bootstrap over tasks (changes vs single-shot)."),
+    ("vs_single_shot: exact McNemar p on pass/fail (wins = tasks only the row passed, "
+     "losses = only single-shot passed), Holm-adjusted over every compared row; the "
+     "verdict uses the Holm p at 0.05. tasks_needed: tasks a McNemar test needs for a "
+     "10-point difference at alpha 0.05, power 0.8, at this row's discordance (Connor "
+     "1987)."),
+    ("llm_s is the decoding engine's busy time for the row (concurrent requests share "
+     "batches); wall_s adds graph, memory and embedder time. passes_per_llm_minute = "
+     "passes / LLM-minutes = pass rate / LLM-minutes per task."),
+    ("ArchiveRefine (cold) and Reflexion start empty and fill during the held-out run; "
+     "the warm row starts from a copy of the archive the train pass (best-of-n in "
+     "each round) filled. The "
+     "distill round trains only on the train pass's trajectories; GRPO only on train "
+     "tasks, for the SFT round's trainer seconds."),
+    ("predicted_s extrapolates this run's per-task wall seconds to each mode's task "
+     "counts (one-off costs: loading, training); it is how quick mode was sized."),
+]
+
+
 def headline(row: Mapping[str, Any]) -> str:
     """One console line per row."""
     ci = row["pass_rate_ci95"]
     vs = row.get("vs_single_shot", {})
-    return (f"[bold]{row['name']}[/]: pass {row['pass_rate']:.1%} [{ci[0]:.1%}, {ci[1]:.1%}], "
+    return (f"[bold]{escape(row['name'])}[/]: pass {row['pass_rate']:.1%} "
+            f"[{ci[0]:.1%}, {ci[1]:.1%}], "
             f"score {row['mean_score']}, {row['llm_calls_per_task']} calls/task, "
             f"{row['llm_s']:.0f} LLM-s ({row['passes_per_llm_minute']} passes/LLM-min)"
             + (f"; vs single-shot {100 * vs['pass_rate_diff']:+.1f} pts: {vs['verdict']}"
@@ -136,14 +164,18 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
 
     rows = list(report["phases"])[::-1]
     names = [r["name"] for r in rows]
-    colors = ["#9e9e9e" if r["model"] == "none" else "#1976d2" if r["model"] == "base"
+    first = (report.get("dtypes") or {}).get("baseline_dtype")
+    colors = ["#9e9e9e" if r["model"] == "none"
+              else "#64b5f6" if first and r.get("dtype") not in (None, first)  # later dtype
+              else "#1976d2" if r["model"] == "base"
               else "#388e3c" if r["model"] == "distilled" else "#8e24aa" for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(16, 0.45 * len(rows) + 2.2), sharey=True)
     rates = [100 * (r["pass_rate"] or 0.0) for r in rows]
     err = [[v - 100 * r["pass_rate_ci95"][0] for v, r in zip(rates, rows)],
            [100 * r["pass_rate_ci95"][1] - v for v, r in zip(rates, rows)]]
     axes[0].barh(names, rates, xerr=err, color=colors, capsize=3)
-    base = next((100 * r["pass_rate"] for r in rows if r["name"] == BASELINE), None)
+    baseline = report.get("baseline", BASELINE)
+    base = next((100 * r["pass_rate"] for r in rows if r["name"] == baseline), None)
     if base is not None:
         axes[0].axvline(base, color="#d32f2f", linestyle="--", linewidth=1)
     axes[0].set_title("pass rate, % (Wilson 95% CI)", fontsize=10)
@@ -160,17 +192,24 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
         if vs:
             axes[1].annotate(f"Holm p={vs['mcnemar_p_holm']:.2g}", (0, y), fontsize=7,
                              xytext=(3, 6), textcoords="offset points")
-    axes[1].set_title("pass-rate change vs single-shot, points\n(paired bootstrap 95% CI)",
+        same = r.get("vs_first_dtype")
+        if same:
+            axes[1].annotate(f"vs {same['baseline']}: {100 * same['pass_rate_diff']:+.1f} pts, "
+                             f"Holm p={same['mcnemar_p_holm']:.2g}", (0, y), fontsize=7,
+                             xytext=(3, -10), textcoords="offset points")
+    axes[1].set_title(f"pass-rate change vs {baseline}, points\n(paired bootstrap 95% CI)",
                       fontsize=10)
     speed = [r["passes_per_llm_minute"] or 0.0 for r in rows]
     bars = axes[2].barh(names, speed, color="#f57c00")
-    axes[2].bar_label(bars, labels=[f"{s:.1f}" if r["llm_s"] else "no LLM"
-                                    for s, r in zip(speed, rows)], fontsize=8)
-    axes[2].set_title("passes per LLM-minute", fontsize=10)
+    axes[2].bar_label(bars, labels=[
+        f"{s:.1f} ({r.get('output_tokens_per_llm_s') or 0:.0f} tok/LLM-s)" if r["llm_s"]
+        else "no LLM" for s, r in zip(speed, rows)], fontsize=8)
+    axes[2].set_title("passes per LLM-minute (output tokens per LLM-second)", fontsize=10)
     ds = report["dev_set"]
+    light = f", light blue: dtypes after {first}" if first else ""
     fig.suptitle(f"Held-out quality: {ds['held_out']} tasks, same for every row "
                  f"({report['mode']} mode, {report['model']}); blue base, green distilled, "
-                 "purple GRPO", fontsize=11)
+                 f"purple GRPO{light}", fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

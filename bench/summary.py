@@ -32,7 +32,7 @@ README = BENCH / "README.md"
 START = "<!-- bench-summary:start (written by bench/summary.py; edits here are overwritten) -->"
 END = "<!-- bench-summary:end -->"
 ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "front", "quality",
-         "quality_distilled", "quality_full"]
+         "quality_distilled", "quality_dtypes", "quality_full"]
 RATIO_HINTS = ("ratio", "_over_", "speedup")
 
 
@@ -218,10 +218,16 @@ def quality(d: dict[str, Any]) -> list[str]:
 
     trained = [(f"{name}:", show(p)) for name, p in phases.items()
                if p.get("model") in ("distilled", "grpo") and p is not best]
+    dtypes = d.get("dtypes") or {}  # quality.py --dtypes: each row vs itself in the first dtype
+    paired = [(f"{name} vs {v['baseline']}:", f"{100 * v['pass_rate_diff']:+.0f} pts: "
+               f"{v['verdict']}") for name, v in (dtypes.get("vs_first_dtype") or {}).items()]
+    paired += [(f"{s['row']}, output tokens per LLM-s, {s['dtype']} / {s['vs']}:",
+                f"{num(s['tokens_per_llm_s_ratio'])}x") for s in dtypes.get("speed") or []]
     return items(("held-out tasks (same for every row):",
                   get(d, "dev_set.held_out") or get(d, "dev_set.held_out_scored")),
                  ("single-shot:", show(base)),
-                 (f"best ({best['name']}):" if best else "best:", show(best)), *trained)
+                 (f"best ({best['name']}):" if best else "best:", show(best)), *trained,
+                 *paired)
 
 
 def agents(d: dict[str, Any]) -> list[str]:
