@@ -20,7 +20,8 @@ a person's minute are those where the package's own verdict is least sure:
     the user said no.
 
 Edge cases are always picked, even past the fraction (the report says so);
-the rest of the budget (``round(fraction * eligible runs)``) is filled with the
+at least ``random_share`` (half) of the budget is still drawn at random beside them,
+and the rest of the budget (``round(fraction * eligible runs)``) is filled with the
 runs whose id hashes lowest, recorded as ``sampled``. The hash walks every eligible
 run, edge cases included (one it meets gets ``sampled`` added, and the walk goes
 on), so the runs it draws are a uniform sample: the stratum the agreement alarm
@@ -46,6 +47,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -139,15 +141,22 @@ def edge_reasons(run: Trajectory, *, threshold: float = 8.0, margin: float = 0.5
 
 def sample_for_review(runs: Iterable[Trajectory], *, fraction: float = 0.02,
                       threshold: float = 8.0, margin: float = 0.5, gap: float = 4.0,
-                      high: int = 8, salt: str = "") -> ReviewSample:
+                      high: int = 8, salt: str = "", random_share: float = 0.5
+                      ) -> ReviewSample:
     """Pick runs for people to review: every edge case, then the lowest hashes up to
     ``round(fraction * eligible)`` picks (see the module docstring).
 
     ``threshold`` is the acceptance score on the 0-10 scale (the architectures'
     ``target_score``); ``salt`` draws a different, equally stable, sample.
+    ``random_share`` of the budget is always drawn by the hash, however many edge
+    cases there are: the agreement alarm decides on those runs alone, and edge cases
+    multiply exactly when a judge drifts.
     """
     if not 0.0 <= fraction <= 1.0:
         raise ConfigError(f"fraction={fraction!r}: pass a share of runs in [0, 1], e.g. 0.02")
+    if not 0.0 <= random_share <= 1.0:
+        raise ConfigError(f"random_share={random_share!r}: pass a share of the budget in "
+                          "[0, 1], e.g. 0.5")
     if not 0.0 <= threshold <= 10.0 or margin < 0 or gap <= 0:
         raise ConfigError(f"threshold={threshold!r}, margin={margin!r}, gap={gap!r}: the "
                           "threshold is a 0-10 score, the margin at least 0, the gap above 0")
@@ -161,7 +170,8 @@ def sample_for_review(runs: Iterable[Trajectory], *, fraction: float = 0.02,
     # The hash draws from every eligible run, edge cases included, so the runs it draws are
     # a uniform sample (the agreement alarm's unbiased stratum); an edge case it meets is
     # marked sampled too and the draw goes on until ``room`` other runs are taken.
-    room, fill, taken = max(0, budget - len(edges)), list[ReviewPick](), set[str]()
+    room = max(budget - len(edges), math.ceil(random_share * budget))
+    fill, taken = list[ReviewPick](), set[str]()
     for t in sorted(eligible, key=lambda t: (hash_unit(t.id, salt), t.id)):
         if len(fill) >= room:
             break
@@ -175,7 +185,9 @@ def sample_for_review(runs: Iterable[Trajectory], *, fraction: float = 0.02,
     note = ""
     if len(edges) > budget:
         note = (f"{len(edges)} edge cases exceed the {fraction:.1%} budget of {budget} runs: "
-                "all are queued, no run was sampled beyond them")
+                f"all are queued, and {len(fill)} runs drawn at random beside them (the "
+                f"random share, {random_share:.0%} of the budget, that the agreement alarm "
+                "decides on)")
     return ReviewSample(picks=_in_order(eligible, [*edges.values(), *fill]),
                         eligible=len(eligible), fraction=fraction, budget=budget, note=note)
 

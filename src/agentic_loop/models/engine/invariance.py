@@ -42,33 +42,34 @@ import torch
 
 from agentic_loop.models.engine.attention import use_gqa_sdpa
 
-__all__ = ["make_batch_invariant", "two_rows"]
+__all__ = ["TwoRowLinear", "make_batch_invariant", "two_rows"]
 
-_HOOKS = "_agentic_loop_two_rows"
+class TwoRowLinear(torch.nn.Linear):
+    """``nn.Linear`` that computes a lone row as the first of two equal rows (see the module
+    doc). A layer becomes one by a class swap, not a patched ``forward`` bound to itself:
+    a bound method stored on the module is a reference cycle, which would keep a released
+    engine's weights alive until the next full garbage collection."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() != x.shape[-1]:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        pair = x.reshape(1, x.shape[-1]).expand(2, x.shape[-1]).contiguous()
+        out = torch.nn.functional.linear(pair, self.weight, self.bias)[:1]
+        return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 def two_rows(module: torch.nn.Module) -> int:
-    """Make every ``nn.Linear`` in ``module`` run a lone row as two rows; return how many.
+    """Make every plain ``nn.Linear`` in ``module`` a :class:`TwoRowLinear`; return how many.
 
-    Idempotent: a layer that already has the hooks keeps them.
+    Idempotent; subclasses of ``nn.Linear`` (quantized or adapter layers, with forwards
+    of their own) are left alone.
     """
     count = 0
     for layer in module.modules():
-        if not isinstance(layer, torch.nn.Linear) or hasattr(layer, _HOOKS):
-            continue
-        setattr(layer, _HOOKS, True)
-        layer.forward = _two_row_forward.__get__(layer)  # type: ignore[method-assign]
-        count += 1
+        if type(layer) is torch.nn.Linear:
+            layer.__class__ = TwoRowLinear
+            count += 1
     return count
-
-
-def _two_row_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """``nn.Linear.forward``, with a lone row computed as the first of two equal rows."""
-    if x.numel() != x.shape[-1]:
-        return torch.nn.functional.linear(x, self.weight, self.bias)
-    pair = x.reshape(1, x.shape[-1]).expand(2, x.shape[-1]).contiguous()
-    out = torch.nn.functional.linear(pair, self.weight, self.bias)[:1]
-    return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 def make_batch_invariant(model: Any) -> bool:
