@@ -64,6 +64,7 @@ from typing import Any
 from quality import machine  # bench/ is on the path when a bench script runs
 from rich.console import Console
 
+from agentic_loop.atomic import atomic_write_bytes
 from agentic_loop.errors import short_error
 from agentic_loop.tasks.spec import TaskSpec
 
@@ -308,6 +309,8 @@ def main() -> None:
     o = Options.quick() if args.quick else Options()
     if args.arithmetic:
         o = replace(o, arithmetic=args.arithmetic)
+    if args.rounds < 0:
+        raise SystemExit(f"--rounds {args.rounds}: give at least 1 (0: the default, 3)")
     if args.rounds:
         last = o.thresholds[-1]
         o = replace(o, rounds=args.rounds,
@@ -342,7 +345,8 @@ def main() -> None:
                 **summary, "sft": sft, "improve_s": round(improve_s, 1),
                 "seconds": round(time.perf_counter() - started, 1)}
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+            atomic_write_bytes(args.out, (json.dumps(report, indent=2, default=str) + "\n")
+                               .encode())  # a run killed mid-write keeps the last report
             return report
 
         save(partial=bool(methods))

@@ -125,3 +125,27 @@ def test_review_label_reject_on_the_cli_withdraws_the_exemplar(
                                    ids[BAKERY], "--reject"])
     assert rejected.exit_code == 0, rejected.output
     assert _shown(archive) == ["Petals for everyone"]
+
+
+def test_a_withdrawal_that_fails_keeps_the_label_and_says_how_to_finish(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from agentic_loop.cli import app
+    from agentic_loop.distill.forget import rejected
+    from agentic_loop.errors import ConfigError
+
+    def refuse(*_: object, **__: object) -> None:
+        raise ConfigError("archive built with a custom embedder: pass embedder=")
+
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("AGENTIC_LOOP_DATA", str(data))
+    log = TrajectoryLog(tmp_path / "traj")
+    ids = _archived_runs(Archive(tmp_path / "archive", embedder=HashingEmbedder()), log)
+    monkeypatch.setattr(rejected, "unarchive_runs", refuse)
+    result = CliRunner().invoke(app, ["review", "label", "--trajectories", str(log.dir),
+                                      ids[BAKERY], "--reject"])
+    assert result.exit_code == 0, result.output
+    assert "label is stored" in result.output and "custom embedder" in result.output
+    assert rejected_runs(log) == [ids[BAKERY]]

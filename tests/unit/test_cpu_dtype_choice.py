@@ -113,3 +113,24 @@ def test_the_probe_agrees_with_torch_on_this_machine() -> None:
     """Two independent readings of the same CPU: our flags and torch's cpuid."""
     cpu_caps.native_bf16.cache_clear()
     assert cpu_caps.native_bf16() is cpu_caps._torch_native_bf16()
+
+
+@pytest.mark.parametrize(("sysctl", "native"), [("1", True), ("0", False)])
+def test_apple_silicon_is_asked_through_sysctl(cpu: Callable[[str | None], None],
+                                               monkeypatch: pytest.MonkeyPatch, sysctl: str,
+                                               native: bool) -> None:
+    """macOS has no /proc/cpuinfo and torch's own probe knows only x86: M2+ has Arm BF16."""
+    import subprocess
+
+    ran: list[list[str]] = []
+
+    def fake_run(args: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        ran.append(args)
+        return subprocess.CompletedProcess(args, 0, stdout=f"{sysctl}\n", stderr="")
+
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    cpu(None)
+    assert cpu_caps.native_bf16() is native
+    assert ran == [["sysctl", "-n", "hw.optional.arm.FEAT_BF16"]]

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,10 +29,11 @@ from rich.markup import escape
 
 from agentic_loop.cli import app
 from agentic_loop.cli.common import console
-from agentic_loop.errors import ConfigError
+from agentic_loop.errors import AgenticLoopError, ConfigError
 from agentic_loop.tables import Col, FitTable
 
 if TYPE_CHECKING:
+    from agentic_loop.distill.forget.rejected import Unarchived
     from agentic_loop.distill.review import ReviewQueue
 
 __all__ = ["review_app"]
@@ -162,8 +164,7 @@ def label_command(
     if label.verdict == "reject":  # its archived output stops being a few-shot exemplar
         from agentic_loop.distill.forget.rejected import unarchive_runs
 
-        console.print(unarchive_runs([label.trajectory_id], near=[queue.log.dir]).line(),
-                      highlight=False)
+        _withdraw(lambda: unarchive_runs([label.trajectory_id], near=[queue.log.dir]))
 
 
 @review_app.command("pull")
@@ -182,7 +183,19 @@ def pull_command(trajectories: Trajectories) -> None:
     console.print(f"pulled {len(labels)} new labels from LangSmith", highlight=False)
     from agentic_loop.distill.forget.rejected import unarchive_rejected
 
-    console.print(unarchive_rejected(queue.log).line(), highlight=False)
+    _withdraw(lambda: unarchive_rejected(queue.log))
+
+
+def _withdraw(unarchive: Callable[[], Unarchived]) -> None:
+    """Withdraw rejected runs from the archives; the labels are stored whatever happens here,
+    so a failure is a warning that says how to finish, not an error that hides them."""
+    try:
+        console.print(unarchive().line(), highlight=False)
+    except AgenticLoopError as exc:
+        console.print(f"[yellow]the label is stored, but its run's archive entry was not "
+                      f"withdrawn[/]: {escape(str(exc))}. Finish it in Python: agentic_loop."
+                      "distill.forget.rejected.unarchive_rejected(LOG, embedder=...)",
+                      highlight=False, soft_wrap=True)
 
 
 @review_app.command("export")

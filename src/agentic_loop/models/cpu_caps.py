@@ -60,8 +60,27 @@ def has_native_bf16(flags: Iterable[str]) -> bool:
     return not NATIVE_BF16_FLAGS.isdisjoint(flags)
 
 
+def _darwin_arm_bf16() -> bool | None:
+    """macOS on Apple silicon: the kernel's ``hw.optional.arm.FEAT_BF16`` (M2 and later);
+    None elsewhere or when ``sysctl`` cannot say."""
+    import platform
+    import subprocess
+
+    if platform.system() != "Darwin" or platform.machine() != "arm64":
+        return None
+    try:
+        out = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True,
+                             text=True, timeout=5, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out == "1" if out in ("0", "1") else None
+
+
 def _torch_native_bf16() -> bool:
     """torch's own answer, for systems without ``/proc/cpuinfo``; False if it has none."""
+    darwin = _darwin_arm_bf16()
+    if darwin is not None:
+        return darwin
     try:
         import torch
 
