@@ -219,7 +219,7 @@ def quality(d: dict[str, Any]) -> list[str]:
     trained = [(f"{name}:", show(p)) for name, p in phases.items()
                if p.get("model") in ("distilled", "grpo") and p is not best]
     dtypes = d.get("dtypes") or {}  # quality.py --dtypes: each row vs itself in the first dtype
-    paired = [(f"{name} vs {v['baseline']}:", f"{100 * v['pass_rate_diff']:+.0f} pts: "
+    paired = [(f"{name} vs {v['baseline']}:", f"{100 * v['pass_rate_diff']:+.1f} pts: "
                f"{v['verdict']}") for name, v in (dtypes.get("vs_first_dtype") or {}).items()]
     paired += [(f"{s['row']}, output tokens per LLM-s, {s['dtype']} / {s['vs']}:",
                 f"{num(s['tokens_per_llm_s_ratio'])}x") for s in dtypes.get("speed") or []]
