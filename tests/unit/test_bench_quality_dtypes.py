@@ -5,44 +5,29 @@ hand-made per-task outcomes (no model)."""
 from __future__ import annotations
 
 import doctest
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_helpers import load_bench
 
 from agentic_loop.errors import ConfigError
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    """A bench script as a module (the bench is scripts, not a package)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # quality.py imports its siblings by name
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def qd() -> ModuleType:
-    return _load("quality_dtypes")
+    return load_bench("quality_dtypes")
 
 
 @pytest.fixture(scope="module")
 def report() -> ModuleType:
-    return _load("quality_report")
+    return load_bench("quality_report")
 
 
 @pytest.fixture(scope="module")
 def quality() -> ModuleType:
-    return _load("quality")
+    return load_bench("quality")
 
 
 FIRST, LATER = "float32", "bfloat16"
@@ -65,7 +50,7 @@ def dtype_rows(qd: ModuleType, per_task: dict[str, Any]
 
 
 def test_doctests_of_the_dtype_and_engine_modules_pass(qd: ModuleType) -> None:
-    for module in (qd, _load("quality_engine")):
+    for module in (qd, load_bench("quality_engine")):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

@@ -3,35 +3,21 @@ bench/decode_profile.py): the pure parts, checked against hand-counted numbers."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    """A bench script as a module (the bench is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
+from bench_helpers import load_bench
 
 
 @pytest.fixture(scope="module")
 def roofline() -> ModuleType:
-    return _load("roofline")
+    return load_bench("roofline")
 
 
 @pytest.fixture(scope="module")
 def decode_profile() -> ModuleType:
-    return _load("decode_profile")
+    return load_bench("decode_profile")
 
 
 SMOLLM2_135M = {"hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152,

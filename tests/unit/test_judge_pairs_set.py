@@ -9,33 +9,25 @@ bench's arithmetic is checked with scripted judges whose right answers are known
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_helpers import BENCH, load_bench
 
 from agentic_loop.distill.eval.stats import wilson
 from agentic_loop.errors import ConfigError
 from agentic_loop.judges import short_answer
 from agentic_loop.testing import ScriptedChatModel
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture(scope="module")
 def jq() -> ModuleType:
     """bench/judges_quality.py (the bench is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("judges_quality", BENCH / "judges_quality.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["judges_quality"] = module  # pydantic resolves its annotations through it
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("judges_quality")
 
 
 def test_the_set_loads_with_unique_ids_every_kind_and_distinct_answers(jq: ModuleType) -> None:
