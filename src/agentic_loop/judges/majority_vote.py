@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentic_loop.judges.checks.text_measures import last_line, last_number
 
-__all__ = ["Vote", "majority_vote", "short_answer", "vote_rewards"]
+__all__ = ["Vote", "majority_vote", "short_answer", "vote_rewards", "voted"]
 
 _PREFIX = re.compile(r"^(?:final answer|the answer is|answer)\s*[:=\-]?\s*", re.IGNORECASE)
 _EDGES = " \t*`'\"_.,;:!?()[]{}"
@@ -110,10 +110,22 @@ def vote_rewards(answers: Sequence[str], *,
     >>> vote_rewards(["4", "5", "4", "5"]), vote_rewards(["3", "5", "7"])
     ([0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     """
+    return voted(answers, normalize=normalize)[1]
+
+
+def voted(answers: Sequence[str], *, normalize: Callable[[str], str] | None = None
+          ) -> tuple[Vote, list[float]]:
+    """The vote and :func:`vote_rewards` of ``answers`` from one count: a caller that needs
+    both (a GRPO group's rewards and its agreement) takes each answer and votes once.
+
+    >>> vote, rewards = voted(["4", "5", "4"])
+    >>> vote.answer, vote.agreement, rewards  # doctest: +ELLIPSIS
+    ('4', 0.666..., [1.0, 0.0, 1.0])
+    """
     normalized = _normalized(answers, normalize)
     vote = majority_vote(normalized, normalize=lambda a: a)
     if not vote.clear:
         # no clear majority (all different, or a tie at the top): rewarding whichever came
         # first would push the policy toward noise, so the group is neutral (all equal)
-        return [0.0] * len(normalized)
-    return [1.0 if a == vote.answer else 0.0 for a in normalized]
+        return vote, [0.0] * len(normalized)
+    return vote, [1.0 if a == vote.answer else 0.0 for a in normalized]

@@ -37,7 +37,7 @@ from agentic_loop.judges.evaluation import Evaluation, FeatureResult
 from agentic_loop.judges.features import CheckResult, Feature, FeatureValue
 from agentic_loop.judges.guards import GuardReport, inspect_output
 
-__all__ = ["CheckResults", "Rubric"]
+__all__ = ["CheckResults", "Rubric", "saved_llm_features"]
 
 _SCORE_DIGITS = 6  # rounding keeps float noise (7.4999999) out of logs and comparisons
 
@@ -318,3 +318,23 @@ class Rubric:
         {'tool_called': False, 'max_steps': True}
         """
         return self.compose(self.run_checks(task, output, episode=episode), llm_values)
+
+
+def saved_llm_features(saved: Any) -> list[Mapping[str, Any]]:
+    """The features of a saved rubric (:meth:`Rubric.to_dict`, as a trajectory keeps it)
+    that the judge model answers: those saved with neither a ``check`` nor a
+    ``constraint`` (:attr:`Feature.source` ``"llm"``). Read from the saved form, not a
+    rebuilt rubric, because a rubric with unsaveable custom checks cannot be rebuilt;
+    anything that is not a saved rubric has none.
+
+    >>> saved = Rubric.for_constraints(exact_words=3).to_dict()
+    >>> saved["features"].append({"name": "kind", "description": "Kind?"})
+    >>> [f["name"] for f in saved_llm_features(saved)], saved_llm_features(None)
+    (['kind'], [])
+    """
+    features = saved.get("features") if isinstance(saved, Mapping) else None
+    if not isinstance(features, list):
+        return []
+    return [f for f in features if isinstance(f, Mapping) and "check" not in f
+            and "constraint" not in f]
+

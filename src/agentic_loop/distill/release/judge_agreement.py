@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
@@ -227,13 +227,9 @@ def _judged_rubric(saved_json: str) -> Rubric | None:
     """The rubric of a saved rubric's judged features alone (no check, no constraint), or
     None when it saved none (or names only: a rubric with unsaveable custom checks)."""
     from agentic_loop.judges import Feature, Rubric
+    from agentic_loop.judges.rubric import saved_llm_features
 
-    saved = json.loads(saved_json)
-    features = saved.get("features") if isinstance(saved, dict) else None
-    if not isinstance(features, list):
-        return None
-    judged = [f for f in features if isinstance(f, Mapping) and "check" not in f
-              and "constraint" not in f]
+    judged = saved_llm_features(json.loads(saved_json))
     if not judged:
         return None
     try:

@@ -181,8 +181,7 @@ def _reviewer(feedback: Any) -> str | None:
 def pull_labels(client: Any, queue: ReviewQueue) -> list[ReviewLabel]:
     """Read the feedback people gave the queue's LangSmith runs back as labels, store the
     new ones in the log's ``reviews.jsonl`` and return them."""
-    items_sent = {i.langsmith_run_id: i for i in queue.items() if i.langsmith_run_id}
-    sent = {run_id: i.trajectory_id for run_id, i in items_sent.items()}
+    sent = {i.langsmith_run_id: i for i in queue.items() if i.langsmith_run_id}
     if not sent:
         return []
     try:
@@ -206,13 +205,13 @@ def pull_labels(client: Any, queue: ReviewQueue) -> list[ReviewLabel]:
                                       if (f.comment or "").strip()))
         if not (verdicts or ratings or comments):
             continue
-        label = ReviewLabel(trajectory_id=sent[run_id],
+        label = ReviewLabel(trajectory_id=sent[run_id].trajectory_id,
                             verdict=verdicts[-1] if verdicts else None,
                             rating=ratings[-1] if ratings else None,
                             comment="\n".join(comments)[:4000] or None,
                             reviewer=next((who for f in reversed(items)
                                            if (who := _reviewer(f))), None),
-                            source="langsmith", drawn=items_sent[run_id].drawn)
+                            source="langsmith", drawn=sent[run_id].drawn)
         before = latest.get(label.trajectory_id)
         if before is not None and (before.verdict, before.rating, before.comment) == (
                 label.verdict, label.rating, label.comment):

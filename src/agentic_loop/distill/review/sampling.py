@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_loop.errors import ConfigError
 from agentic_loop.hashing import unit_hash as hash_unit
+from agentic_loop.judges.rubric import saved_llm_features
 from agentic_loop.trajectories import Trajectory
 
 __all__ = ["EDGE_REASONS", "ReviewPick", "ReviewSample", "edge_reasons", "hash_unit",
@@ -98,11 +99,7 @@ class ReviewSample(BaseModel):
 
 def _judged_names(rubric: Mapping[str, Any] | None) -> set[str]:
     """The features of a saved rubric that a judge model answers (no check, no constraint)."""
-    features = (rubric or {}).get("features")
-    if not isinstance(features, list):
-        return set()
-    return {str(f["name"]) for f in features if isinstance(f, dict) and "name" in f
-            and "check" not in f and "constraint" not in f}
+    return {str(f["name"]) for f in saved_llm_features(rubric) if "name" in f}
 
 
 def edge_reasons(run: Trajectory, *, threshold: float = 8.0, margin: float = 0.5,

@@ -276,22 +276,16 @@ class VoteReward(JudgedReward):
     def score_group(self, task: PromptTask, texts: list[str],
                     episodes: list[Episode | None]) -> tuple[list[float | None],
                                                               float | None, str | None]:
-        """The group's agreement with its majority, and the winner's share: one vote per group.
-
-        Each completion's short answer is taken once and counted once; the rewards and
-        the agreement both read that one :class:`~agentic_loop.judges.Vote` (no clear
-        majority: a neutral group, every reward 0.0, as
-        :func:`~agentic_loop.judges.vote_rewards` gives).
+        """The group's agreement with its majority, and the winner's share: one vote per group
+        (:func:`~agentic_loop.judges.majority_vote.voted`: each completion's short answer
+        taken once and counted once; no clear majority: a neutral group, every reward 0.0).
         """
-        from agentic_loop.judges import majority_vote, short_answer
+        from agentic_loop.judges.majority_vote import voted
 
         if task.rubric is not None:  # the checks decide this task
             return [None] * len(texts), None, None
-        answers = [short_answer(t).strip() for t in texts]
-        vote = majority_vote(answers, normalize=str)
-        rewards: list[float | None] = [1.0 if vote.clear and a == vote.answer else 0.0
-                                       for a in answers]
-        return rewards, vote.agreement, None
+        vote, rewards = voted(texts)
+        return list[float | None](rewards), vote.agreement, None
 
     def _metrics(self, failed: int, measures: list[float]) -> dict[str, float]:
         return {"vote/agreement": sum(measures) / len(measures)} if measures else {}
