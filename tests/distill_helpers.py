@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_loop.distill.release.registry import Registry
-from agentic_loop.trajectories import Round, Trajectory, TrajectoryLog
+from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
 
 
 def tagline_registry(tmp_path: Path) -> Registry:
@@ -85,3 +85,20 @@ def fake_trained(data: Path, out: Path, **kwargs: Any) -> Any:
                      data=DataRef(dir=str(data), manifest_sha256="fake"))
     write_card(out, card)
     return TrainResult(out, TrainSettings(), [], card)
+
+
+def labelled_log(folder: Path, judge: str, *, agree: bool, n: int = 6) -> Path:
+    """Runs judged by ``judge`` and labelled by people: agreeing with it, or the opposite."""
+    log = TrajectoryLog(folder)
+    for i in range(n):
+        good = i % 2 == 0
+        score = 9.0 if good else 2.0
+        run = Trajectory(architecture="reflection", model_id="m", task=f"served task {i}",
+                         id=f"served-{i}", rounds=[Round(iteration=0, draft="x", score=score,
+                                                         judge=judge)],
+                         final_output="x", final_score=score, accepted=good)
+        log.append(run)
+        liked = good if agree else not good
+        log.record_review(ReviewLabel(trajectory_id=run.id, verdict="accept" if liked
+                                      else "reject", rating=5 if liked else 1))
+    return folder

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distill_helpers import fake_trained
+from distill_helpers import fake_trained, labelled_log
 
 from agentic_loop.distill.loop.improve import ImproveBackend, improve
 from agentic_loop.distill.loop.records import ImproveRound
@@ -25,7 +25,6 @@ from agentic_loop.judges.group_rank import candidates_shown
 from agentic_loop.memory import HashingEmbedder
 from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.testing import ScriptedChatModel
-from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
 
 #: what the policy writes at each sampling temperature (both first pass "exactly 2 words")
 BY_TEMPERATURE = {0.7: "two words", 1.0: "good answer", 1.3: "one"}
@@ -111,23 +110,6 @@ def _rows(tmp_path: Path, name: str) -> list[dict[str, Any]]:
 def _judged_pairs(tmp_path: Path) -> list[dict[str, Any]]:
     return [r for r in _rows(tmp_path, "pairs.jsonl")
             if r["metadata"].get("method") == "self-rewarding"]
-
-
-def _labelled_log(folder: Path, judge: str, *, agree: bool, n: int = 6) -> Path:
-    """Runs judged by ``judge`` and labelled by people: agreeing with it, or the opposite."""
-    log = TrajectoryLog(folder)
-    for i in range(n):
-        good = i % 2 == 0
-        score = 9.0 if good else 2.0
-        run = Trajectory(architecture="reflection", model_id="m", task=f"served task {i}",
-                         id=f"served-{i}", rounds=[Round(iteration=0, draft="x", score=score,
-                                                         judge=judge)],
-                         final_output="x", final_score=score, accepted=good)
-        log.append(run)
-        liked = good if agree else not good
-        log.record_review(ReviewLabel(trajectory_id=run.id, verdict="accept" if liked
-                                      else "reject", rating=5 if liked else 1))
-    return folder
 
 
 # -- settings -----------------------------------------------------------------------------
@@ -235,7 +217,7 @@ def test_a_judge_that_only_likes_the_first_position_gives_no_pairs(tmp_path: Pat
 def test_the_alarm_refuses_judged_pairs_and_the_round_trains_on_the_checks_pairs(
         tmp_path: Path) -> None:
     models = Models()
-    labels = _labelled_log(tmp_path / "served", "judge-m", agree=False)
+    labels = labelled_log(tmp_path / "served", "judge-m", agree=False)
     result = _run(tmp_path, models, _tasks("pool task", 2), method="self-rewarding",
                   judge="judge", review_logs=(str(labels),), min_labels=4)
     judged = _data_result(tmp_path)["judged"]
@@ -248,7 +230,7 @@ def test_the_alarm_refuses_judged_pairs_and_the_round_trains_on_the_checks_pairs
 
 
 def test_an_agreeing_judge_keeps_its_pairs(tmp_path: Path) -> None:
-    labels = _labelled_log(tmp_path / "served", "judge-m", agree=True)
+    labels = labelled_log(tmp_path / "served", "judge-m", agree=True)
     _run(tmp_path, Models(), _tasks("pool task", 2), method="self-rewarding", judge="judge",
          review_logs=(str(labels),), min_labels=4)
     judged = _data_result(tmp_path)["judged"]
@@ -320,7 +302,7 @@ def test_ttrl_trains_grpo_with_the_vote_on_the_short_answer_tasks(tmp_path: Path
 
 def test_a_refused_vote_trains_grpo_on_the_checks_alone(tmp_path: Path) -> None:
     models = Models()
-    labels = _labelled_log(tmp_path / "served", "some-judge", agree=False)
+    labels = labelled_log(tmp_path / "served", "some-judge", agree=False)
     _run(tmp_path, models, _spin_pool(), method="ttrl", review_logs=(str(labels),),
          min_labels=4)
     judged = _data_result(tmp_path)["judged"]
@@ -331,7 +313,7 @@ def test_a_refused_vote_trains_grpo_on_the_checks_alone(tmp_path: Path) -> None:
 
 def test_judged_grpo_asks_the_alarm_too(tmp_path: Path) -> None:
     models = Models()
-    labels = _labelled_log(tmp_path / "served", "some-judge", agree=False)
+    labels = labelled_log(tmp_path / "served", "some-judge", agree=False)
     _run(tmp_path, models, _tasks("pool task", 2), method="grpo", judge="judge",
          train_options={"judged_reward": "rank"}, review_logs=(str(labels),), min_labels=4)
     assert models.train_calls[0]["judged_reward"] == "none"
@@ -400,7 +382,7 @@ def test_the_round_report_says_which_judge_and_method_made_the_data(tmp_path: Pa
     from agentic_loop.cli.common import console
     from agentic_loop.cli.improve import print_rounds
 
-    labels = _labelled_log(tmp_path / "served", "judge-m", agree=False)
+    labels = labelled_log(tmp_path / "served", "judge-m", agree=False)
     result = _run(tmp_path, Models(), _tasks("pool task", 2), method="self-rewarding",
                   judge="judge", review_logs=(str(labels),), min_labels=4)
     judged = result.reports[0].judged

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distill_helpers import fake_trained
+from distill_helpers import fake_trained, labelled_log
 
 from agentic_loop.distill.loop.improve import ImproveBackend, improve
 from agentic_loop.distill.loop.pool import trajectory_pool
@@ -25,7 +25,7 @@ from agentic_loop.distill.train.training_data import TrainingDataError
 from agentic_loop.errors import ConfigError
 from agentic_loop.tasks.spec import TaskSpec
 from agentic_loop.testing import ScriptedChatModel
-from agentic_loop.trajectories import ReviewLabel, Round, Trajectory, TrajectoryLog
+from agentic_loop.trajectories import Trajectory, TrajectoryLog
 
 SPIDER = "How many legs has a spider? Answer with the number."
 HANDS = "How many fingers are on two hands? Answer with the number."
@@ -127,24 +127,8 @@ def test_only_formatted_tasks_leave_ttrl_nothing_to_vote_on(tmp_path: Path) -> N
     assert result.stopped == "no_data" and "nothing to vote on" in result.reason
 
 
-def _disagreeing_labels(folder: Path, n: int = 6) -> Path:
-    """Runs judged by a judge people disagree with: the alarm refuses judged rewards."""
-    log = TrajectoryLog(folder)
-    for i in range(n):
-        good = i % 2 == 0
-        score = 9.0 if good else 2.0
-        run = Trajectory(architecture="reflection", model_id="m", task=f"served task {i}",
-                         id=f"served-{i}", rounds=[Round(iteration=0, draft="x", score=score,
-                                                         judge="some-judge")],
-                         final_output="x", final_score=score, accepted=good)
-        log.append(run)
-        log.record_review(ReviewLabel(trajectory_id=run.id, verdict="reject" if good
-                                      else "accept", rating=1 if good else 5))
-    return folder
-
-
 def test_a_refused_vote_trains_the_checked_tasks_or_ends_the_round(tmp_path: Path) -> None:
-    labels = str(_disagreeing_labels(tmp_path / "served"))
+    labels = str(labelled_log(tmp_path / "served", "some-judge", agree=False))
     refused = {"method": "ttrl", "review_logs": (labels,), "min_labels": 4}
     models = Models()
     _run(tmp_path / "mixed", models, [TaskSpec(task=SPIDER, id="spider"), FORMAT], **refused)
