@@ -121,7 +121,7 @@ def engine_stages(attention_name: str | None) -> list[tuple[Any, str, str]]:
     """The engine's functions to clock, with their labels (see ``DECODE_STAGES``)."""
     import torch
 
-    from agentic_loop.models.engine import decode_batch, engine, requests
+    from agentic_loop.models.engine import decode_batch, engine, packed_linear, requests
 
     targets: list[tuple[Any, str, str]] = [
         (engine.GenerationEngine, "_decode", "loop overhead (Python)"),
@@ -131,6 +131,7 @@ def engine_stages(attention_name: str | None) -> list[tuple[Any, str, str]]:
         # nn.Linear.forward calls it, and so does a layer whose forward was replaced
         # (the engine's bf16 batch invariance runs a lone row as two)
         (torch.nn.functional, "linear", "forward: linear layers"),
+        (packed_linear.PackedLinear, "product", "forward: linear layers"),  # packed weights
         (decode_batch.SpareRoomLayer, "update", "KV cache writes"),
         (decode_batch.DecodeBatch, "select", "rows leaving (KV select)"),
         (decode_batch.DecodeBatch, "merge", "rows joining (KV merge)"),

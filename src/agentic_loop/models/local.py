@@ -56,6 +56,7 @@ from agentic_loop.models.engine.engine import (
 )
 from agentic_loop.models.engine.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.engine.invariance import make_batch_invariant
+from agentic_loop.models.engine.packed_linear import pack_linears
 from agentic_loop.models.errors import ModelCallError, ModelLoadError
 from agentic_loop.models.structured_output import structured_runnable
 from agentic_loop.models.tools import ToolPlan, as_chunk, engine_chat
@@ -169,7 +170,8 @@ def loaded_engine(
         tokenizer, model = load_causal_lm(path, dtype=torch_dtype)
         model.to(dev).eval()
         use_gqa_sdpa(model)  # padded batches: no per-step copy of the KV heads on the CPU
-        make_batch_invariant(model)  # bf16 on the CPU: answers independent of the batch
+        pack_linears(model)  # CPU: weights laid out for the matrix kernel once, not per call
+        make_batch_invariant(model)  # on the CPU: answers independent of the batch
         if tokenizer.chat_template is None:
             raise ModelLoadError(
                 f"the tokenizer in {path} has no chat template; save one with the model "

@@ -41,45 +41,55 @@ from typing import Any
 import torch
 
 from agentic_loop.models.engine.attention import use_gqa_sdpa
+from agentic_loop.models.engine.packed_linear import PackedLinear
 
 __all__ = ["TwoRowLinear", "make_batch_invariant", "two_rows"]
 
-class TwoRowLinear(torch.nn.Linear):
-    """``nn.Linear`` that computes a lone row as the first of two equal rows (see the module
-    doc). A layer becomes one by a class swap, not a patched ``forward`` bound to itself:
-    a bound method stored on the module is a reference cycle, which would keep a released
-    engine's weights alive until the next full garbage collection."""
+class TwoRowLinear(PackedLinear):
+    """A linear layer that computes a lone row as the first of two equal rows (see the
+    module doc), with its weight packed where the CPU can (:class:`PackedLinear`). A layer
+    becomes one by a class swap, not a patched ``forward`` bound to itself: a bound method
+    stored on the module is a reference cycle, which would keep a released engine's weights
+    alive until the next full garbage collection."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() != x.shape[-1]:
-            return torch.nn.functional.linear(x, self.weight, self.bias)
+            return self.product(x)
         pair = x.reshape(1, x.shape[-1]).expand(2, x.shape[-1]).contiguous()
-        out = torch.nn.functional.linear(pair, self.weight, self.bias)[:1]
+        out = self.product(pair)[:1]
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 def two_rows(module: torch.nn.Module) -> int:
-    """Make every plain ``nn.Linear`` in ``module`` a :class:`TwoRowLinear`; return how many.
+    """Make every plain ``nn.Linear`` (or :class:`PackedLinear`) in ``module`` a
+    :class:`TwoRowLinear`; return how many.
 
     Idempotent; subclasses of ``nn.Linear`` (quantized or adapter layers, with forwards
     of their own) are left alone.
     """
     count = 0
     for layer in module.modules():
-        if type(layer) is torch.nn.Linear:
+        if type(layer) in (torch.nn.Linear, PackedLinear):
             layer.__class__ = TwoRowLinear
             count += 1
     return count
 
 
 def make_batch_invariant(model: Any) -> bool:
-    """Make a bf16/fp16 CPU ``model``'s answers independent of its batch; True if it did.
+    """Make a CPU ``model``'s answers independent of its batch; True if it changed it.
 
-    fp32 models and models off the CPU are left as they are (fp32 answers already
-    agree; GPUs batch with their own kernels).
+    bf16/fp16: float64 attention and lone rows as two. fp32 whose linear layers are
+    packed (:func:`~agentic_loop.models.engine.packed_linear.pack_linears`): lone rows as
+    two, since oneDNN's packed fp32 agrees from two rows up; fp32 attention's rounding
+    already agreed at the answer level. Models off the CPU are left as they are (GPUs
+    batch with their own kernels).
     """
     parameter = next(model.parameters())
-    if parameter.device.type != "cpu" or parameter.dtype not in (torch.bfloat16, torch.float16):
+    if parameter.device.type != "cpu":
+        return False
+    if parameter.dtype == torch.float32:
+        return any(type(m) is PackedLinear for m in model.modules()) and two_rows(model) > 0
+    if parameter.dtype not in (torch.bfloat16, torch.float16):
         return False
     if not use_gqa_sdpa(model, wide=True):
         return False
