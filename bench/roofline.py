@@ -18,7 +18,8 @@ FLOP formulas (a multiply-add counts 2; decoding feeds one token per row per ste
 - a row with ``p`` prompt tokens that generated ``n`` feeds ``n - 1`` tokens in decode (the
   first comes from the prefill's logits, the last is never fed), at ``c = p+1 ... p+n-1``.
 
-The peak: ``torch.nn.functional.linear`` (what the model's ``nn.Linear`` layers run) per
+The peak: the engine's own linear kernel (weights packed once for oneDNN where torch can,
+:mod:`agentic_loop.models.engine.packed_linear`; ``torch.nn.functional.linear`` otherwise) per
 weight shape and batch (hot cache: one weight matrix, best of a few reps after warm-up), and
 ``step``: every linear layer of one decode step in order, each with its own weights (as the
 model streams them from memory), whose GFLOP/s is the peak the fractions are taken of.
@@ -130,12 +131,21 @@ def _best_seconds(fn: Callable[[], object], reps: int, min_s: float = 0.01) -> f
     return best
 
 
+def engine_linear(n_in: int, n_out: int, dtype: torch.dtype) -> torch.nn.Module:
+    """A bias-free linear layer as the engine runs it: packed where torch can pack it."""
+    from agentic_loop.models.engine.packed_linear import pack_linears
+
+    layer = torch.nn.Linear(n_in, n_out, bias=False, dtype=dtype).requires_grad_(False)
+    pack_linears(layer)
+    return layer
+
+
 @torch.inference_mode()
 def linear_gflops(batch: int, n_in: int, n_out: int, dtype: torch.dtype, reps: int = 5) -> float:
     """GFLOP/s of ``linear([batch, n_in], [n_out, n_in])`` in ``dtype``, one weight (hot)."""
     x = torch.randn(batch, n_in, dtype=dtype)
-    w = torch.randn(n_out, n_in, dtype=dtype)
-    seconds = _best_seconds(lambda: torch.nn.functional.linear(x, w), reps)
+    layer = engine_linear(n_in, n_out, dtype)
+    seconds = _best_seconds(lambda: layer(x), reps)
     return 2.0 * batch * n_in * n_out / seconds / 1e9
 
 
@@ -143,13 +153,13 @@ def linear_gflops(batch: int, n_in: int, n_out: int, dtype: torch.dtype, reps: i
 def step_gflops(shape: ModelShape, batch: int, dtype: torch.dtype, reps: int = 3) -> float:
     """GFLOP/s of every linear layer of one decode step of ``batch`` rows, each layer with
     its own weights (the model's memory traffic), in model order."""
-    weights = [torch.randn(n_out, n_in, dtype=dtype)
-               for _, n_in, n_out, count in shape.linears() for _ in range(count)]
-    inputs = {n: torch.randn(batch, n, dtype=dtype) for n in {w.shape[1] for w in weights}}
+    layers = [engine_linear(n_in, n_out, dtype)
+              for _, n_in, n_out, count in shape.linears() for _ in range(count)]
+    inputs = {n: torch.randn(batch, n, dtype=dtype) for n in {m.in_features for m in layers}}
 
     def step() -> None:
-        for w in weights:
-            torch.nn.functional.linear(inputs[w.shape[1]], w)
+        for layer in layers:
+            layer(inputs[layer.in_features])
 
     seconds = _best_seconds(step, reps, min_s=0.0)
     return 2.0 * batch * shape.matmul_params() / seconds / 1e9

@@ -10,7 +10,12 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentic_loop.models.engine.invariance import TwoRowLinear, make_batch_invariant
-from agentic_loop.models.engine.packed_linear import PackedLinear, can_pack, pack_linears
+from agentic_loop.models.engine.packed_linear import (
+    PackedLinear,
+    can_pack,
+    forget_packed,
+    pack_linears,
+)
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(),
                                 reason="this torch build has no oneDNN")
@@ -59,11 +64,35 @@ def test_an_in_place_weight_change_repacks() -> None:
     assert torch.equal(after, torch.nn.functional.linear(x, layer.weight, layer.bias))
 
 
+def test_a_write_through_data_needs_forget_packed() -> None:
+    layer = _layer(torch.bfloat16, 8, 4)
+    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        layer(x)
+        layer.weight.data += 1  # PEFT's default merge: no version counter moves
+        assert forget_packed(layer) == 1
+        assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+
+
 def test_gradients_take_the_plain_path_and_flow() -> None:
     layer = _layer(torch.float32, 8, 4)
     x = torch.randn(3, 8, requires_grad=True)
     layer(x).sum().backward()
     assert layer.weight.grad is not None and x.grad is not None
+    layer.weight.requires_grad_(False)  # a frozen weight with a trainable bias
+    layer.bias.grad = None
+    layer(torch.randn(3, 8)).sum().backward()
+    assert layer.bias.grad is not None
+
+
+def test_autocast_and_a_model_moved_to_another_dtype_take_f_linear() -> None:
+    layer = _layer(torch.float32, 8, 4)
+    x = torch.randn(2, 8)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert layer(x).dtype == torch.bfloat16
+    layer.half()
+    with torch.no_grad():
+        assert layer(x.half()).dtype == torch.float16
 
 
 def test_copies_and_state_dicts_are_those_of_a_plain_linear() -> None:

@@ -1,4 +1,4 @@
-"""Batch-invariant bf16 on the CPU: a row's numbers must not depend on the rows beside it.
+"""Batch-invariant decoding on the CPU: a row's numbers must not depend on the rows beside it.
 
 Why: the engine promises that a greedy answer is the same alone and in any batch
 (the loops compare answers; the suite pins greedy outputs). In fp32 that held. In
@@ -23,7 +23,9 @@ another token. Two such changes, measured on torch 2.13 with AVX-512 BF16:
   float64 and rounds once, at the end.
 
 :func:`make_batch_invariant` applies both to a bf16 or fp16 model on the CPU (the
-engine's loader calls it). With both, the 24 answers agreed alone and in batches, and
+engine's loader calls it), and the first to an fp32 model whose linear layers are packed
+(:mod:`~agentic_loop.models.engine.packed_linear`: oneDNN's fp32 agrees from two rows up).
+With both, the 24 answers agreed alone and in batches, and
 decoding kept bf16's speed: 8 prompts x 48 tokens, one thread, 2-core AVX-512 BF16
 machine under load, tokens/s over 3 runs: fp32 49.8-51.6, bf16 65.5-70.5, bf16 made
 invariant 64.7-70.0.

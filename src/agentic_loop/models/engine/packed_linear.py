@@ -17,10 +17,15 @@ same rows in a batch of 8+; oneDNN's agreed from 2 rows up, and
 :class:`~agentic_loop.models.engine.invariance.TwoRowLinear` covers the lone row).
 
 The packed copy lives beside the weight (which stays, for ``state_dict``, tied
-embeddings and training) and is rebuilt when the weight changes in place (a merged
-adapter, a loaded state dict: the tensor's version counter moves; a weight made under
-``torch.inference_mode`` has none, so only a new tensor repacks it). A call that needs
-gradients, another dtype or another device takes ``F.linear`` unchanged.
+embeddings and training), so the linear weights take twice their memory (+270 MB for
+SmolLM2-135M in bf16). It is rebuilt when the layer's weight is another tensor or changes
+in place through autograd's view of it (``load_state_dict``, ``weight.mul_`` under
+``no_grad``, a safe adapter merge: the version counter moves). Writes through ``.data``
+(``weight.data += delta``, PEFT's default merge) move no counter: call
+:func:`forget_packed` after them (the engine's loader merges adapters before it packs).
+A weight made under ``torch.inference_mode`` has no counter either. A call that needs
+gradients, runs under autocast, or has another dtype or device takes ``F.linear``
+unchanged; so does bf16 where oneDNN has no bf16 kernel for the CPU.
 
     >>> layer = torch.nn.Linear(8, 3).to(torch.bfloat16)
     >>> pack_linears(layer)
@@ -39,20 +44,31 @@ from typing import Any
 
 import torch
 
-__all__ = ["PackedLinear", "can_pack", "pack_linears"]
+__all__ = ["PackedLinear", "can_pack", "forget_packed", "pack_linears"]
 
-#: Each layer's packed weight and the weight state it was packed from. Kept outside the
-#: module so ``copy.deepcopy``/pickling of a model never meets an opaque oneDNN tensor.
-_PACKED: weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple[int, int], torch.Tensor]] = \
+#: Each layer's packed weight, the weight it was packed from and that weight's version.
+#: Kept outside the module so ``copy.deepcopy``/pickling of a model never meets an opaque
+#: oneDNN tensor.
+_PACKED: weakref.WeakKeyDictionary[
+    torch.nn.Module, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = \
     weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 _DTYPES = (torch.bfloat16, torch.float32)
 
 
 def can_pack(weight: torch.Tensor) -> bool:
-    """Whether this torch build can pack ``weight`` (a CPU bf16/fp32 matrix, oneDNN built in)."""
+    """Whether this torch build can pack ``weight``: a CPU fp32 matrix with oneDNN built in,
+    or bf16 where oneDNN also has bf16 kernels for this CPU."""
     return (weight.device.type == "cpu" and weight.dtype in _DTYPES and weight.dim() == 2
-            and torch.backends.mkldnn.is_available())
+            and torch.backends.mkldnn.is_available()
+            and (weight.dtype != torch.bfloat16
+                 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())))
+
+
+def forget_packed(module: Any) -> int:
+    """Drop the packed weights of ``module``'s layers (repacked at their next call); return
+    how many. For weights changed through ``.data``, which no version counter sees."""
+    return sum(_PACKED.pop(layer, None) is not None for layer in module.modules())
 
 
 class PackedLinear(torch.nn.Linear):
@@ -65,10 +81,16 @@ class PackedLinear(torch.nn.Linear):
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ weight.T + bias``: packed where it can be, ``F.linear`` otherwise."""
-        weight = self.weight
-        if (x.dtype != weight.dtype or x.device != weight.device or not can_pack(weight)
-                or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
-            return torch.nn.functional.linear(x, weight, self.bias)
+        weight, bias = self.weight, self.bias
+        if not can_pack(weight):  # moved off the CPU or to another dtype: the copy goes too
+            _PACKED.pop(self, None)
+            return torch.nn.functional.linear(x, weight, bias)
+        if (x.dtype != weight.dtype or x.device != weight.device
+                or torch.is_autocast_enabled("cpu")
+                or (torch.is_grad_enabled() and (
+                    x.requires_grad or weight.requires_grad
+                    or (bias is not None and bias.requires_grad)))):
+            return torch.nn.functional.linear(x, weight, bias)
         # contiguous: F.linear itself computes a strided 3-D input another way
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._packed(), self.bias,
                                                   "none", [], "")
@@ -76,13 +98,13 @@ class PackedLinear(torch.nn.Linear):
     def _packed(self) -> torch.Tensor:
         weight = self.weight
         # an inference tensor (made under inference_mode) keeps no version counter
-        state = (weight.data_ptr(), -1 if weight.is_inference() else weight._version)
+        version = -1 if weight.is_inference() else weight._version
         cached = _PACKED.get(self)
-        if cached is not None and cached[0] == state:
-            return cached[1]
+        if cached is not None and cached[0]() is weight and cached[1] == version:
+            return cached[2]
         with _LOCK, torch.no_grad():
             packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
-            _PACKED[self] = (state, packed)
+            _PACKED[self] = (weakref.ref(weight), version, packed)
         return packed
 
 
