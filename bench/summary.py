@@ -183,11 +183,16 @@ def grpo(g: dict[str, Any] | None) -> list[tuple[str, Any]]:
 
 def serve(d: dict[str, Any]) -> list[str]:
     """vLLM against the in-process transformers engine, same prompts and concurrency."""
+    ratio = d.get("median_paired_ratio")  # passes alternate between the engines
+    paired = (f"{num(ratio)}x tokens/s (median paired ratio)" if ratio is not None else
+              f"{num(d.get('ratio_vllm_vs_transformers_tokens_per_s'))}x tokens/s")
+    by_dtype = d.get("by_dtype") or {}
     return items(("in-process transformers:",
                   (f"{num(get(d, 'transformers.tokens_per_s'))} tokens/s "
                    f"at concurrency {get(d, 'setup.concurrency')}")),
-                 ("vLLM / transformers:",
-                  f"{num(d.get('ratio_vllm_vs_transformers_tokens_per_s'))}x tokens/s"),
+                 ("vLLM / transformers:", paired),
+                 *((f"{dtype}, vLLM / transformers:", f"{num(row.get('median_paired_ratio'))}x")
+                   for dtype, row in by_dtype.items() if len(by_dtype) > 1),
                  ("vLLM ready after:", f"{num(get(d, 'vllm.ready_s'))} s"))
 
 
