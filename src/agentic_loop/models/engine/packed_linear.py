@@ -38,6 +38,7 @@ unchanged; so does bf16 where oneDNN has no bf16 kernel for the CPU.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any
@@ -60,9 +61,14 @@ def can_pack(weight: torch.Tensor) -> bool:
     """Whether this torch build can pack ``weight``: a CPU fp32 matrix with oneDNN built in,
     or bf16 where oneDNN also has bf16 kernels for this CPU."""
     return (weight.device.type == "cpu" and weight.dtype in _DTYPES and weight.dim() == 2
-            and torch.backends.mkldnn.is_available()
-            and (weight.dtype != torch.bfloat16
-                 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())))
+            and _onednn()[weight.dtype == torch.bfloat16])
+
+
+@functools.cache
+def _onednn() -> tuple[bool, bool]:
+    """(oneDNN built in, oneDNN has bf16 kernels for this CPU): asked once, not per call."""
+    built = bool(torch.backends.mkldnn.is_available())
+    return built, built and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def forget_packed(module: Any) -> int:
