@@ -121,7 +121,13 @@ def engine_stages(attention_name: str | None) -> list[tuple[Any, str, str]]:
     """The engine's functions to clock, with their labels (see ``DECODE_STAGES``)."""
     import torch
 
-    from agentic_loop.models.engine import decode_batch, engine, packed_linear, requests
+    from agentic_loop.models.engine import (
+        decode_batch,
+        engine,
+        fused_projections,
+        packed_linear,
+        requests,
+    )
 
     targets: list[tuple[Any, str, str]] = [
         (engine.GenerationEngine, "_decode", "loop overhead (Python)"),
@@ -132,6 +138,8 @@ def engine_stages(attention_name: str | None) -> list[tuple[Any, str, str]]:
         # (the engine's bf16 batch invariance runs a lone row as two)
         (torch.nn.functional, "linear", "forward: linear layers"),
         (packed_linear.PackedLinear, "product", "forward: linear layers"),  # packed weights
+        (packed_linear, "packed_product", "forward: linear layers"),  # the kernel call, alone
+        (fused_projections, "packed_product", "forward: linear layers"),  # or q/k/v, gate/up
         (decode_batch.SpareRoomLayer, "update", "KV cache writes"),
         (decode_batch.DecodeBatch, "select", "rows leaving (KV select)"),
         (decode_batch.DecodeBatch, "merge", "rows joining (KV merge)"),

@@ -19,6 +19,12 @@ passes is recorded (near zero), and a second passes between passes for the
 OpenMP threads' spin-wait to end. Nothing here asserts on time.
 
     python bench/serve.py            # needs `make vllm`; writes bench/results/serve.json
+    python bench/serve.py --isa avx2 # both engines on AVX2 kernels only (bench/cpu_isa.py);
+                                     # writes bench/results/serve_avx2.json
+
+``--isa avx2`` starts the bench again in an environment that holds torch, oneDNN, MKL
+and vLLM's kernels to AVX2, as on a CPU without AVX-512 and so without native bf16,
+and the default dtype is then the one the engine picks on such a CPU (float32).
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ import argparse
 import json
 import os
 import platform
+import re
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results" / "serve.json"
+RESULTS_AVX2 = Path(__file__).parent / "results" / "serve_avx2.json"
 VLLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
 TOPICS = ["a bookstore", "a bakery", "a bike shop", "a dentist", "a library", "a gym", "a florist",
           "a tea house"]
@@ -74,6 +83,21 @@ def group_cpu_s(pgid: int) -> float:
         if int(fields[2]) == pgid:  # fields after the command: state, ppid, pgrp, ...
             total += (int(fields[11]) + int(fields[12])) / ticks
     return total
+
+
+def crash_lines(message: str, most: int = 8) -> list[str]:
+    """The lines of the vLLM log named in a start-up error that say why it died.
+
+    >>> crash_lines("no log named here")
+    []
+    """
+    match = re.search(r"its log \((\S+?)\)", message)
+    if not match or not Path(match.group(1)).is_file():
+        return []
+    text = Path(match.group(1)).read_text(errors="replace")
+    signs = ("died unexpectedly", "malloc", "Segmentation fault", "Error:", "core dumped")
+    return [line.strip() for line in text.splitlines()
+            if any(s in line for s in signs) and " WARNING " not in line][:most]
 
 
 def compare(dtype: str, concurrency: int, repeats: int, max_tokens: int) -> dict[str, Any]:
@@ -127,17 +151,40 @@ def main() -> None:
                              "engine's median pass and the median paired ratio are reported")
     parser.add_argument("--dtypes", help="comma-separated dtypes (bfloat16,float32), both "
                         "engines in each; default: the engine's default on this CPU")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: hold both engines to AVX2 kernels, as on a CPU without "
+                             "AVX-512 or native bf16 (bench/cpu_isa.py)")
     args = parser.parse_args()
     if not VLLM_PYTHON.is_file():
         raise SystemExit(f"{VLLM_PYTHON} is missing: run `make vllm` first.")
-    from agentic_loop.distill.release.serve import cpu_dtype, cpu_env_defaults
+    from cpu_isa import avx2_active, avx2_env, avx2_flags
+
+    if args.isa == "avx2" and not avx2_active():  # the switches are read at start-up
+        os.execve(sys.executable, [sys.executable, *sys.argv], avx2_env())
+    from agentic_loop.distill.release.serve import ServeError, cpu_dtype, cpu_env_defaults
+    from agentic_loop.models.cpu_caps import cpu_flags, has_native_bf16, read_cpuinfo
     from agentic_loop.models.local import default_dtype, default_num_threads
 
-    default = str(default_dtype("cpu")).removeprefix("torch.")
+    if args.isa == "avx2":  # what the engine would pick on a CPU with these flags
+        flags = avx2_flags(cpu_flags(read_cpuinfo() or ""))
+        default = "bfloat16" if has_native_bf16(flags) else "float32"
+        bf16_native = default == "bfloat16"
+    else:
+        default = str(default_dtype("cpu")).removeprefix("torch.")
+        bf16_native = cpu_dtype() == "bfloat16"
     dtypes = args.dtypes.split(",") if args.dtypes else [default]
-    sections = {dtype: compare(dtype, args.concurrency, args.repeats, args.max_tokens)
-                for dtype in dtypes}
-    first = sections[dtypes[0]]
+    sections: dict[str, dict[str, Any]] = {}
+    for dtype in dtypes:  # a server that fails to start is a result too, kept with its log
+        try:
+            sections[dtype] = compare(dtype, args.concurrency, args.repeats, args.max_tokens)
+        except ServeError as e:
+            print(f"{dtype}: vLLM did not start: {str(e)[:300]}", flush=True)
+            sections[dtype] = {"error": f"vLLM did not start: {str(e)[:200]}",
+                               "log_lines": crash_lines(str(e))}
+    measured = [d for d in dtypes if "error" not in sections[d]]
+    if not measured:
+        raise SystemExit(f"vLLM started in none of {dtypes}; see the errors above.")
+    first = sections[measured[0]]
     report = {
         "bench": "serve",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -153,7 +200,10 @@ def main() -> None:
                           "scheduling (max-num-seqs 128, max-num-batched-tokens 2048, prefix "
                           "caching)",
                   "vllm_env": {k: os.environ.get(k, v) for k, v in cpu_env_defaults().items()},
-                  "cpu_bf16_native": cpu_dtype() == "bfloat16",
+                  "isa": ("AVX2 kernels only on this AVX-512 CPU (bench/cpu_isa.py): a proxy "
+                          "for a CPU without AVX-512 or native bf16" if args.isa == "avx2"
+                          else "native"),
+                  "cpu_bf16_native": bf16_native,
                   "default_dtype": default, "dtypes": dtypes},
         **{k: first[k] for k in ("transformers", "vllm", "ratio_vllm_vs_transformers_tokens_per_s",
                                  "paired_ratios_vllm_vs_transformers", "median_paired_ratio")},
@@ -161,14 +211,15 @@ def main() -> None:
         "note": "A shared machine whose speed drifts: the passes alternate between the engines "
                 "and each pair gives a ratio; compare ratios within one run, not absolute "
                 "numbers across runs. Answers differ in length between engines; tokens/s "
-                "normalizes for that. The top-level numbers are the first dtype's.",
+                "normalizes for that. The top-level numbers are the first measured dtype's.",
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    results = RESULTS_AVX2 if args.isa == "avx2" else RESULTS
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=2) + "\n")
     for dtype, section in sections.items():
-        print(f"{dtype}: vLLM / transformers {section['median_paired_ratio']}x (median paired "
-              "ratio)")
-    print(f"wrote {RESULTS}")
+        print(f"{dtype}: vLLM / transformers {section.get('median_paired_ratio', '-')}x "
+              "(median paired ratio)")
+    print(f"wrote {results}")
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ RESULTS = BENCH / "results"
 README = BENCH / "README.md"
 START = "<!-- bench-summary:start (written by bench/summary.py; edits here are overwritten) -->"
 END = "<!-- bench-summary:end -->"
-ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "front", "quality",
-         "quality_distilled", "quality_dtypes", "quality_full"]
+ORDER = ["models", "archive", "loop", "judges", "pii", "train", "serve", "serve_avx2", "front",
+         "quality", "quality_distilled", "quality_dtypes", "quality_full"]
 RATIO_HINTS = ("ratio", "_over_", "speedup")
 
 
@@ -187,11 +187,16 @@ def serve(d: dict[str, Any]) -> list[str]:
     paired = (f"{num(ratio)}x tokens/s (median paired ratio)" if ratio is not None else
               f"{num(d.get('ratio_vllm_vs_transformers_tokens_per_s'))}x tokens/s")
     by_dtype = d.get("by_dtype") or {}
-    return items(("in-process transformers:",
+    isa = str(get(d, "setup.isa") or "native")
+    return items(*([("kernels:", "AVX2 only (bench/cpu_isa.py: a CPU without native bf16)")]
+                   if isa != "native" else []),
+                 ("in-process transformers:",
                   (f"{num(get(d, 'transformers.tokens_per_s'))} tokens/s "
                    f"at concurrency {get(d, 'setup.concurrency')}")),
                  ("vLLM / transformers:", paired),
-                 *((f"{dtype}, vLLM / transformers:", f"{num(row.get('median_paired_ratio'))}x")
+                 *((f"{dtype}, vLLM / transformers:",
+                    "vLLM did not start" if "error" in row else
+                    f"{num(row.get('median_paired_ratio'))}x")
                    for dtype, row in by_dtype.items() if len(by_dtype) > 1),
                  ("vLLM ready after:", f"{num(get(d, 'vllm.ready_s'))} s"))
 

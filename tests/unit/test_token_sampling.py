@@ -52,7 +52,7 @@ def test_nucleus_matches_a_full_sort_on_peaked_and_flat_rows() -> None:
         want = set(order[:size].tolist())
         assert set(got[row].nonzero().squeeze(1).tolist()) == want
         assert torch.equal(got[row][list(want)], probs[row][list(want)])
-    assert int((got[3] > 0).sum()) > NUCLEUS_CANDIDATES  # the flat row took the full sort
+    assert int((got[3] > 0).sum()) > NUCLEUS_CANDIDATES  # the flat row took a wider tier
 
 
 def test_a_seeded_row_draws_the_same_whatever_shares_its_batch() -> None:
@@ -77,3 +77,41 @@ def test_the_edges_of_the_uniform_pick_a_token_with_mass(u: float) -> None:
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]])
     pick = int(_inverse_cdf(probs, torch.tensor([u]))[0])
     assert probs[0, pick] > 0
+
+
+def _whole_vocabulary_draw(logits: torch.Tensor, temperature: float, top_p: float,
+                           u: float) -> int:
+    """The draw written out over the whole vocabulary: the nucleus by a full sort, every
+    other token 0, then the first token whose running sum (vocabulary order) exceeds u."""
+    probs = torch.softmax(logits / temperature, dim=-1)
+    vals, _ = probs.sort(descending=True)
+    size = max(int(((vals.cumsum(0) - vals) < top_p).sum()), 1)
+    kept = probs * (probs >= vals[size - 1])  # every token as likely as the least kept one
+    cdf = kept.cumsum(0)
+    return int(torch.searchsorted(cdf, torch.tensor([u]) * cdf[-1], side="right")[0])
+
+
+def test_tokens_tied_at_the_edge_of_the_nucleus_are_all_kept() -> None:
+    probs = torch.tensor([[0.4, 0.1, 0.2, 0.1, 0.1, 0.1]])
+    kept = nucleus(probs, torch.tensor([0.65]))  # 0.4 + 0.2 + one 0.1 reach it: all 0.1s stay
+    assert torch.equal(kept, probs)
+    assert torch.equal(nucleus(probs, torch.tensor([0.5])), probs * (probs >= 0.2))
+
+
+def test_drawing_among_the_candidates_picks_what_the_whole_vocabulary_would() -> None:
+    gen = torch.Generator().manual_seed(5)
+    rows, vocab = 48, 5000
+    scale = torch.rand(rows, 1, generator=gen) * 12  # from flat to sharply peaked rows
+    logits = torch.randn(rows, vocab, generator=gen) * scale
+    temperatures = [0.3 + 1.2 * float(t) for t in torch.rand(rows, generator=gen)]
+    top_ps = [float(p) for p in torch.rand(rows, generator=gen)]
+    top_ps[:4] = [1.0, 0.999, 0.5, 0.95]
+    logits[4], top_ps[4] = 0.0, 0.99  # a flat row: its nucleus is wider than every tier
+    seeds = [torch.Generator().manual_seed(100 + i) for i in range(rows)]
+    got = sample_tokens(logits, temperatures=temperatures, top_ps=top_ps,
+                        generators=seeds)  # type: ignore[arg-type]
+    want = [_whole_vocabulary_draw(logits[i], temperatures[i], top_ps[i],
+                                   float(torch.rand((), generator=torch.Generator()
+                                                    .manual_seed(100 + i))))
+            for i in range(rows)]
+    assert got == want

@@ -54,6 +54,7 @@ from agentic_loop.models.engine.engine import (
     GenerationParams,
     GenerationRequest,
 )
+from agentic_loop.models.engine.fused_projections import fuse_projections
 from agentic_loop.models.engine.grammar import Grammar, JsonGrammar, constrained_json_schema
 from agentic_loop.models.engine.invariance import make_batch_invariant
 from agentic_loop.models.engine.packed_linear import pack_linears
@@ -172,6 +173,7 @@ def loaded_engine(
         use_gqa_sdpa(model)  # padded batches: no per-step copy of the KV heads on the CPU
         pack_linears(model)  # CPU: weights laid out for the matrix kernel once, not per call
         make_batch_invariant(model)  # on the CPU: answers independent of the batch
+        fuse_projections(model)  # q/k/v and gate/up: one product each, the same numbers
         if tokenizer.chat_template is None:
             raise ModelLoadError(
                 f"the tokenizer in {path} has no chat template; save one with the model "

@@ -54,12 +54,7 @@ class TwoRowLinear(PackedLinear):
     stored on the module is a reference cycle, which would keep a released engine's weights
     alive until the next full garbage collection."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() != x.shape[-1]:
-            return self.product(x)
-        pair = x.reshape(1, x.shape[-1]).expand(2, x.shape[-1]).contiguous()
-        out = self.product(pair)[:1]
-        return out.reshape(*x.shape[:-1], out.shape[-1])
+    lone_row_as_two = True
 
 
 def two_rows(module: torch.nn.Module) -> int:

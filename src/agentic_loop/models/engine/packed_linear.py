@@ -27,6 +27,11 @@ A weight made under ``torch.inference_mode`` has no counter either. A call that 
 gradients, runs under autocast, or has another dtype or device takes ``F.linear``
 unchanged; so does bf16 where oneDNN has no bf16 kernel for the CPU.
 
+Sibling layers that read the same input (a block's query, key and value projections;
+its gate and up projections) can share one packed weight and one product:
+:mod:`~agentic_loop.models.engine.fused_projections` registers them in :data:`GROUPS`,
+and a layer in a group asks its group for its output before computing one itself.
+
     >>> layer = torch.nn.Linear(8, 3).to(torch.bfloat16)
     >>> pack_linears(layer)
     1
@@ -41,11 +46,13 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 
-__all__ = ["PackedLinear", "can_pack", "forget_packed", "pack_linears"]
+__all__ = ["GROUPS", "PackedLinear", "SharedProduct", "can_pack", "forget_packed",
+           "lone_row_as_two", "pack_linears", "packed_product"]
 
 #: Each layer's packed weight, the weight it was packed from and that weight's version.
 #: Kept outside the module so ``copy.deepcopy``/pickling of a model never meets an opaque
@@ -55,6 +62,21 @@ _PACKED: weakref.WeakKeyDictionary[
     weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 _DTYPES = (torch.bfloat16, torch.float32)
+
+
+class SharedProduct(Protocol):
+    """Layers whose outputs come from one product (see :data:`GROUPS`)."""
+
+    def take(self, layer: PackedLinear, x: torch.Tensor) -> torch.Tensor | None:
+        """``layer``'s output for ``x`` from the shared product, or None (compute it alone)."""
+
+    def forget(self) -> None:
+        """Drop the shared packed weight (rebuilt at its next use)."""
+
+
+#: The group each layer's output can come from. Weak keys: a released model's layers
+#: leave; a group holds only weak references to its layers, so nothing keeps them alive.
+GROUPS: weakref.WeakKeyDictionary[torch.nn.Module, SharedProduct] = weakref.WeakKeyDictionary()
 
 
 def can_pack(weight: torch.Tensor) -> bool:
@@ -74,7 +96,27 @@ def _onednn() -> tuple[bool, bool]:
 def forget_packed(module: Any) -> int:
     """Drop the packed weights of ``module``'s layers (repacked at their next call); return
     how many. For weights changed through ``.data``, which no version counter sees."""
+    for layer in module.modules():
+        group = GROUPS.get(layer)
+        if group is not None:
+            group.forget()
     return sum(_PACKED.pop(layer, None) is not None for layer in module.modules())
+
+
+def packed_product(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None
+                   ) -> torch.Tensor:
+    """``x @ weight.T + bias`` with a weight packed by oneDNN: the one kernel call."""
+    # contiguous: F.linear itself computes a strided 3-D input another way
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
+
+
+def lone_row_as_two(x: torch.Tensor, product: Callable[[torch.Tensor], torch.Tensor]
+                    ) -> torch.Tensor:
+    """``product(x)`` for a lone row computed as the first of two equal rows: the kernel of
+    a batch rather than a matrix-vector one (see :mod:`.invariance`)."""
+    pair = x.reshape(1, x.shape[-1]).expand(2, x.shape[-1]).contiguous()
+    out = product(pair)[:1]
+    return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 class PackedLinear(torch.nn.Linear):
@@ -82,7 +124,16 @@ class PackedLinear(torch.nn.Linear):
     becomes one by a class swap (:func:`pack_linears`), so its parameters, hooks and
     ``state_dict`` stay those of the ``nn.Linear`` it was."""
 
+    #: Whether a lone row is computed as two (:class:`~.invariance.TwoRowLinear`).
+    lone_row_as_two = False
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        group = GROUPS.get(self)
+        shared = group.take(self, x) if group is not None else None
+        if shared is not None:
+            return shared
+        if self.lone_row_as_two and x.numel() == x.shape[-1]:
+            return lone_row_as_two(x, self.product)
         return self.product(x)
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
@@ -91,15 +142,19 @@ class PackedLinear(torch.nn.Linear):
         if not can_pack(weight):  # moved off the CPU or to another dtype: the copy goes too
             _PACKED.pop(self, None)
             return torch.nn.functional.linear(x, weight, bias)
-        if (x.dtype != weight.dtype or x.device != weight.device
-                or torch.is_autocast_enabled("cpu")
-                or (torch.is_grad_enabled() and (
-                    x.requires_grad or weight.requires_grad
-                    or (bias is not None and bias.requires_grad)))):
+        if not self.packs_for(x):
             return torch.nn.functional.linear(x, weight, bias)
-        # contiguous: F.linear itself computes a strided 3-D input another way
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._packed(), self.bias,
-                                                  "none", [], "")
+        return packed_product(x, self._packed(), bias)
+
+    def packs_for(self, x: torch.Tensor) -> bool:
+        """Whether a call on ``x`` may take the packed weight: a packable weight of ``x``'s
+        dtype and device, no autocast, and no gradient to compute."""
+        weight, bias = self.weight, self.bias
+        return (can_pack(weight) and x.dtype == weight.dtype and x.device == weight.device
+                and not torch.is_autocast_enabled("cpu")
+                and not (torch.is_grad_enabled() and (
+                    x.requires_grad or weight.requires_grad
+                    or (bias is not None and bias.requires_grad))))
 
     def _packed(self) -> torch.Tensor:
         weight = self.weight

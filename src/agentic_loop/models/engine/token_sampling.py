@@ -3,11 +3,21 @@
 Why a module of its own: with a 49k-token vocabulary, sampling one row at a
 time (a softmax, a full sort for top-p, a multinomial) cost about 5 ms a row,
 a third of a 32-row decoding step on 2 CPU cores. Here greedy rows share one
-``argmax``, sampled rows share one softmax, the nucleus is found among each
-row's 64 most likely tokens (a full sort only for the rare row whose nucleus
-is wider), and the draw is inverse-CDF sampling: one uniform number per row,
-from the row's own seeded generator when it has one, so a seeded request
-draws the same tokens whatever else shares its batch.
+``argmax``, sampled rows share one softmax, and the draw is inverse-CDF sampling:
+one uniform number per row, from the row's own seeded generator when it has one,
+so a seeded request draws the same tokens whatever else shares its batch.
+
+The top-p nucleus is looked for among each row's 64 most likely tokens, then
+among its 4,096 for the rows whose nucleus is wider, and only then in a full sort
+of the vocabulary. Sorting 32 rows of 49k took 52 ms (2 cores), the 4,096 most
+likely 9 ms, the 64 most likely 0.9; the embedded model sampled at temperature 1.0
+and top-p 0.95 had 62% of its rows' nuclei wider than 64 tokens and 14% wider than
+1,024 (at 0.7: 9% and none). A row then draws among its candidates alone: their
+probabilities in vocabulary order, 0 outside its nucleus, summed (a CPU ``cumsum``
+adds one element after another in float64, so zeros between them change no bit)
+give the very cumulative values, and so the very token, of a running sum over the
+whole vocabulary, without one. At temperature 1.0, 32 rows decoded 1.22-1.32x faster
+(the serve bench's prompts, 64 tokens, 2 cores, against a full sort for every wider row).
 
     >>> logits = torch.tensor([[0.0, 3.0, 1.0], [2.0, 0.0, float("-inf")]])
     >>> sample_tokens(logits, temperatures=[0.0, 0.0], top_ps=[1.0, 1.0], generators=[None, None])
@@ -20,14 +30,17 @@ draws the same tokens whatever else shares its batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
-__all__ = ["nucleus", "sample_tokens"]
+__all__ = ["NUCLEUS_CANDIDATES", "NUCLEUS_TIERS", "nucleus", "sample_tokens"]
 
-#: Each sampled row's nucleus is first looked for among this many most likely tokens.
-NUCLEUS_CANDIDATES = 64
+#: A sampled row's nucleus is looked for among this many most likely tokens, then the next
+#: count's, then the whole vocabulary (see the module doc).
+NUCLEUS_TIERS = (64, 4096)
+#: The first tier.
+NUCLEUS_CANDIDATES = NUCLEUS_TIERS[0]
 
 
 def sample_tokens(
@@ -52,8 +65,8 @@ def sample_tokens(
     if drawn:
         temps = torch.tensor([temperatures[i] for i in drawn], dtype=logits.dtype)
         probs = torch.softmax(logits[drawn] / temps[:, None], dim=-1)
-        probs = nucleus(probs, torch.tensor([top_ps[i] for i in drawn], dtype=logits.dtype))
-        tokens[drawn] = _inverse_cdf(probs, _uniforms([generators[i] for i in drawn]))
+        tokens[drawn] = _draw(probs, torch.tensor([top_ps[i] for i in drawn], dtype=logits.dtype),
+                              _uniforms([generators[i] for i in drawn]))
     return [int(t) for t in tokens.tolist()]
 
 
@@ -61,37 +74,60 @@ def nucleus(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """``probs`` with every token outside its row's top-p nucleus set to 0.
 
     The nucleus is the most likely tokens whose probabilities, summed in descending
-    order before each one, stay below ``top_p`` (so it always holds the top token).
+    order before each one, stay below ``top_p`` (so it always holds the top token),
+    and every other token exactly as likely as the least likely of them: ties at the
+    edge are common (the embedded model's first tokens at temperature 1.0 had 37-73
+    tokens of the edge's very probability), and no sort order should choose among them.
 
     >>> nucleus(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]), torch.tensor([0.6, 1.0])).tolist()
     [[0.5, 0.30000001192092896, 0.0], [0.5, 0.30000001192092896, 0.20000000298023224]]
     """
     out = probs.clone()
-    cut = (top_p < 1.0).nonzero().squeeze(1)
-    if cut.numel() == 0:
-        return out
-    k = min(NUCLEUS_CANDIDATES, probs.shape[1])
-    vals, order = probs[cut].topk(k, dim=-1)
-    fits = vals.sum(dim=-1) >= top_p[cut]  # the token after the k-th is already outside
-    wide = cut[~fits]
-    if wide.numel():  # a flat distribution: sort the whole vocabulary for these rows
-        wide_vals, wide_order = probs[wide].sort(dim=-1, descending=True)
-        _keep_nucleus(out, wide, wide_vals, wide_order, top_p[wide])
-    narrow = cut[fits]
-    if narrow.numel():
-        _keep_nucleus(out, narrow, vals[fits], order[fits], top_p[narrow])
+    for rows, order, kept in _nuclei(probs, top_p):
+        out[rows] = torch.zeros((rows.numel(), probs.shape[1]), dtype=probs.dtype).scatter_(
+            1, order, kept)
     return out
 
 
-def _keep_nucleus(out: torch.Tensor, rows: torch.Tensor, vals: torch.Tensor,
-                  order: torch.Tensor, top_p: torch.Tensor) -> None:
-    """Rewrite ``out[rows]`` to keep only the nucleus of their sorted ``vals`` (at ``order``)."""
-    before = vals.cumsum(dim=-1) - vals
-    keep = before < top_p[:, None]
-    keep[:, 0] = True
-    kept = torch.zeros((rows.numel(), out.shape[1]), dtype=out.dtype)
-    kept.scatter_(1, order, vals * keep)
-    out[rows] = kept
+def _nuclei(probs: torch.Tensor, top_p: torch.Tensor
+            ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """For the rows with ``top_p < 1``, tier by tier: ``(rows, order, kept)``, where
+    ``order`` is each row's candidates, most likely first, and ``kept`` their
+    probabilities, 0 outside the row's nucleus. Every such row comes out once."""
+    rows = (top_p < 1.0).nonzero().squeeze(1)
+    vocab = probs.shape[1]
+    for k in (*(t for t in NUCLEUS_TIERS if t < vocab), vocab):
+        if rows.numel() == 0:
+            return
+        if k < vocab:
+            vals, order = probs[rows].topk(k, dim=-1)
+        else:
+            vals, order = probs[rows].sort(dim=-1, descending=True)
+        cum = vals.cumsum(dim=-1)  # the prefix of a running sum over the whole sorted row
+        inside = (cum - vals) < top_p[rows, None]
+        inside[:, 0] = True
+        edge = vals.gather(1, inside.sum(dim=-1, keepdim=True) - 1)  # the least likely one's
+        keep = vals >= edge  # with every token exactly as likely (ties: no order decides)
+        if k < vocab:  # the rest is outside: the k reach top_p and the last is below the edge
+            fits = (cum[:, -1] >= top_p[rows]) & (vals[:, -1] < edge[:, 0])
+        else:
+            fits = torch.ones_like(keep[:, 0])
+        yield rows[fits], order[fits], (vals * keep)[fits]
+        rows = rows[~fits]
+
+
+def _draw(probs: torch.Tensor, top_p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` from its top-p nucleus, at its uniform number ``u``:
+    among the row's candidates in vocabulary order (see the module doc)."""
+    picks = torch.empty(probs.shape[0], dtype=torch.long)
+    for rows, order, kept in _nuclei(probs, top_p):
+        index, where = order.sort(dim=-1)  # vocabulary order: the full running sum's order
+        pick = _inverse_cdf(kept.gather(1, where), u[rows])
+        picks[rows] = index.gather(1, pick.unsqueeze(1)).squeeze(1)
+    whole = (top_p >= 1.0).nonzero().squeeze(1)
+    if whole.numel():
+        picks[whole] = _inverse_cdf(probs[whole], u[whole])
+    return picks
 
 
 def _uniforms(generators: Sequence[torch.Generator | None]) -> torch.Tensor:
@@ -106,8 +142,11 @@ def _uniforms(generators: Sequence[torch.Generator | None]) -> torch.Tensor:
 def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Per row, the token whose cumulative-probability interval holds ``u`` of the row's mass.
 
-    ``side="right"`` makes a token of probability 0 impossible to pick, even for ``u = 0``.
+    ``side="right"`` makes a token of probability 0 impossible to pick, even for ``u = 0``;
+    where ``u`` times the mass rounds up to the mass itself, the last token with mass is.
     """
     cdf = probs.cumsum(dim=-1)
-    picks = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), side="right").squeeze(1)
-    return picks.clamp(max=probs.shape[1] - 1)
+    total = cdf[:, -1:].contiguous()
+    picks = torch.searchsorted(cdf, u.unsqueeze(1) * total, side="right")
+    last = torch.searchsorted(cdf, total, side="left")  # the first position holding all
+    return torch.minimum(picks, last).squeeze(1)
