@@ -11,7 +11,7 @@ process tree, through the switches each library reads at start-up:
   matmuls, torch's and the copy vLLM links;
 * ``MKL_ENABLE_INSTRUCTIONS=AVX2``: MKL's sgemm, which torch's ``F.linear`` calls;
 * ``sitecustomize.py`` in ``bench/cpu_isa_avx2/`` (put first on ``PYTHONPATH``)
-  hides AVX-512 and AMX from ``torch.cpu.get_capabilities()``, which is what vLLM
+  hides AVX-512, AVX10 and AMX from ``torch.cpu.get_capabilities()``, which is what vLLM
   asks to load its ``_C_AVX2`` kernels (attention, cache) instead of the AVX-512 ones.
 
 What this does not change is the core under the instructions: its caches, memory
@@ -19,9 +19,9 @@ bandwidth and how fast it runs 256-bit vectors. So the numbers are "this CPU wit
 AVX2 alone", a proxy for an AVX2 machine, and reports say so.
 
     >>> env = avx2_env({"PYTHONPATH": "/x"})
-    >>> env["ONEDNN_MAX_CPU_ISA"], env["PYTHONPATH"].endswith(":/x")
+    >>> env["ONEDNN_MAX_CPU_ISA"], env["PYTHONPATH"].endswith(os.pathsep + "/x")
     ('AVX2', True)
-    >>> avx2_flags({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "fma"})
+    >>> avx2_flags({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx10_1", "fma"})
     frozenset({'avx2', 'fma'})
 """
 
@@ -47,15 +47,19 @@ def avx2_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env.update(AVX2_SETTINGS)
     rest = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = f"{SITE_DIR}:{rest}" if rest else str(SITE_DIR)
+    env["PYTHONPATH"] = f"{SITE_DIR}{os.pathsep}{rest}" if rest else str(SITE_DIR)
     return env
 
 
 def avx2_active() -> bool:
-    """Whether this process started with the AVX2 switches (see :func:`avx2_env`)."""
-    return all(os.environ.get(k) == v for k, v in AVX2_SETTINGS.items())
+    """Whether this process started in :func:`avx2_env`'s environment: every switch set and
+    :data:`SITE_DIR` first on ``PYTHONPATH`` (the variables alone would leave vLLM's
+    AVX-512 kernels in)."""
+    path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return (all(os.environ.get(k) == v for k, v in AVX2_SETTINGS.items())
+            and path[0] == str(SITE_DIR))
 
 
 def avx2_flags(flags: Iterable[str]) -> frozenset[str]:
-    """CPU feature flags as an AVX2 CPU would list them: no ``avx512*``, no ``amx*``."""
-    return frozenset(f for f in flags if not f.startswith(("avx512", "amx")))
+    """CPU feature flags as an AVX2 CPU would list them: no ``avx512*``, ``avx10*``, ``amx*``."""
+    return frozenset(f for f in flags if not f.startswith(("avx512", "avx10", "amx")))

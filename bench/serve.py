@@ -113,23 +113,25 @@ def compare(dtype: str, concurrency: int, repeats: int, max_tokens: int) -> dict
     started = time.perf_counter()
     passes: dict[str, list[dict[str, Any]]] = {"transformers": [], "vllm": []}
     vllm_idle_cpu_s = 0.0
-    with serve("local", name="smollm2", python=VLLM_PYTHON, timeout=600, dtype=dtype) as server:
-        ready_s = time.perf_counter() - started
-        print(f"  ready in {ready_s:.0f}s", flush=True)
-        remote = server.chat_model(**settings)
-        remote.invoke("warm up", max_tokens=4)
-        for i in range(repeats):
-            time.sleep(1)
-            before = group_cpu_s(server.process.pid)
-            passes["transformers"].append(one_pass(local_llm, concurrency))
-            vllm_idle_cpu_s += group_cpu_s(server.process.pid) - before
-            time.sleep(1)
-            passes["vllm"].append(one_pass(remote, concurrency))
-            print(f"  pass {i + 1}: in-process {passes['transformers'][-1]['tokens_per_s']} "
-                  f"tokens/s, vLLM {passes['vllm'][-1]['tokens_per_s']}", flush=True)
-        argv = server.command
     engine_dtype = str(local_llm.engine.model.dtype).removeprefix("torch.")
-    release_engine(local_llm.model_path)  # the next dtype's engine decodes alone
+    try:
+        with serve("local", name="smollm2", python=VLLM_PYTHON, timeout=600, dtype=dtype) as server:
+            ready_s = time.perf_counter() - started
+            print(f"  ready in {ready_s:.0f}s", flush=True)
+            remote = server.chat_model(**settings)
+            remote.invoke("warm up", max_tokens=4)
+            for i in range(repeats):
+                time.sleep(1)
+                before = group_cpu_s(server.process.pid)
+                passes["transformers"].append(one_pass(local_llm, concurrency))
+                vllm_idle_cpu_s += group_cpu_s(server.process.pid) - before
+                time.sleep(1)
+                passes["vllm"].append(one_pass(remote, concurrency))
+                print(f"  pass {i + 1}: in-process {passes['transformers'][-1]['tokens_per_s']} "
+                      f"tokens/s, vLLM {passes['vllm'][-1]['tokens_per_s']}", flush=True)
+            argv = server.command
+    finally:  # the next dtype's engine decodes alone, even after vLLM failed to start
+        release_engine(local_llm.model_path)
     local, vllm = median_pass(passes["transformers"]), median_pass(passes["vllm"])
     paired = [round(v["tokens_per_s"] / t["tokens_per_s"], 3)
               for t, v in zip(passes["transformers"], passes["vllm"], strict=True)]
@@ -160,15 +162,15 @@ def main() -> None:
     from cpu_isa import avx2_active, avx2_env, avx2_flags
 
     if args.isa == "avx2" and not avx2_active():  # the switches are read at start-up
-        os.execve(sys.executable, [sys.executable, *sys.argv], avx2_env())
+        os.execve(sys.executable, sys.orig_argv, avx2_env())
     from agentic_loop.distill.release.serve import ServeError, cpu_dtype, cpu_env_defaults
     from agentic_loop.models.cpu_caps import cpu_flags, has_native_bf16, read_cpuinfo
     from agentic_loop.models.local import default_dtype, default_num_threads
 
     if args.isa == "avx2":  # what the engine would pick on a CPU with these flags
-        flags = avx2_flags(cpu_flags(read_cpuinfo() or ""))
-        default = "bfloat16" if has_native_bf16(flags) else "float32"
-        bf16_native = default == "bfloat16"
+        bf16_native = has_native_bf16(avx2_flags(cpu_flags(read_cpuinfo() or "")))
+        default = os.environ.get("AGENTIC_LOOP_DTYPE") or (
+            "bfloat16" if bf16_native else "float32")
     else:
         default = str(default_dtype("cpu")).removeprefix("torch.")
         bf16_native = cpu_dtype() == "bfloat16"

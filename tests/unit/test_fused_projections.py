@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import copy
 import gc
-import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from agentic_loop.models.engine.fused_projections import fuse_projections
+import agentic_loop.models.engine.fused_projections as fused
+from agentic_loop.models.engine.fused_projections import UNSHARED_LIMIT, fuse_projections
 from agentic_loop.models.engine.invariance import make_batch_invariant
 from agentic_loop.models.engine.packed_linear import (
     GROUPS,
@@ -61,19 +62,43 @@ def test_the_stacked_product_is_bit_identical_to_each_layer_alone(
     for rows in (1, 2, 3, 8, 17, 32, 64, 200):
         x = torch.randn(rows, 1, 576, dtype=dtype)
         together = [layer(x) for layer in layers]  # the first computes all, the rest take
+        assert _one_product(together), rows
         assert all(torch.equal(got, layer.product(x))
                    for got, layer in zip(together, layers, strict=True)), rows
 
 
+def _one_product(outputs: list[torch.Tensor]) -> bool:
+    """Whether the outputs are columns of one product (views of one storage)."""
+    return len({o.untyped_storage().data_ptr() for o in outputs}) == 1
+
+
+def _stacked_calls(model: torch.nn.Module, ids: torch.Tensor,
+                   monkeypatch: pytest.MonkeyPatch) -> int:
+    calls: list[int] = []
+
+    def counting(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None
+                 ) -> torch.Tensor:
+        calls.append(x.shape[0])
+        return packed_product(x, packed, bias)
+
+    monkeypatch.setattr(fused, "packed_product", counting)
+    with torch.no_grad():
+        model(ids)
+    monkeypatch.undo()
+    return len(calls)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@torch.inference_mode()
-def test_a_fused_model_gives_the_logits_of_the_same_model_unfused(dtype: torch.dtype) -> None:
+def test_a_fused_model_gives_the_logits_of_the_same_model_unfused(
+        dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
     plain = _llama(dtype)
-    fused = copy.deepcopy(plain)
-    assert fuse_projections(fused) == 4 and fuse_projections(fused) == 0  # 2 per block, once
+    model = copy.deepcopy(plain)
+    assert fuse_projections(model) == 4 and fuse_projections(model) == 0  # 2 per block, once
     for rows in (1, 3):
         ids = torch.randint(0, 96, (rows, 7))
-        assert torch.equal(fused(ids).logits, plain(ids).logits), rows
+        with torch.inference_mode():
+            assert torch.equal(model(ids).logits, plain(ids).logits), rows
+        assert _stacked_calls(model, ids, monkeypatch) == 4  # every group stacked
 
 
 def test_biases_are_stacked_too() -> None:
@@ -82,7 +107,10 @@ def test_biases_are_stacked_too() -> None:
     fuse_projections(block)
     x = torch.randn(3, 8)
     with torch.no_grad():
-        assert all(torch.equal(layer(x), layer.product(x)) for layer in layers)
+        together = [layer(x) for layer in layers]
+        assert _one_product(together)
+        assert all(torch.equal(t, layer.product(x)) for t, layer in zip(together, layers,
+                                                                         strict=True))
 
 
 def test_another_input_or_another_order_computes_alone() -> None:
@@ -147,21 +175,56 @@ def test_threads_keep_their_own_pending_columns() -> None:
     fuse_projections(block)
     inputs = [torch.randn(4, 64) for _ in range(2)]
     expected = [[layer.product(x) for layer in block.children()] for x in inputs]
-    wrong: list[int] = []
 
-    def run(i: int) -> None:
+    def run(i: int) -> int:
+        stacked = 0
         with torch.no_grad():
             for _ in range(200):
                 got = [layer(inputs[i]) for layer in block.children()]
-                if not all(torch.equal(a, b) for a, b in zip(got, expected[i], strict=True)):
-                    wrong.append(i)
+                assert all(torch.equal(a, b) for a, b in zip(got, expected[i], strict=True))
+                stacked += _one_product(got)
+        return stacked
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert wrong == []
+    with ThreadPoolExecutor(2) as pool:  # .result() raises what a thread raised
+        assert [f.result() for f in [pool.submit(run, i) for i in range(2)]] == [200, 200]
+
+
+def test_siblings_fed_other_inputs_stop_stacking() -> None:
+    block = _block(torch.float32, (8, 4, 4), n_in=8)  # cross-attention: k, v read memory
+    fuse_projections(block)
+    memory = torch.randn(5, 8)
+    with torch.no_grad():
+        for _ in range(UNSHARED_LIMIT + 2):
+            x = torch.randn(2, 8)
+            q, k = block.q_proj(x), block.k_proj(memory)
+            assert torch.equal(k, block.k_proj.product(memory))
+        assert q.shape == (2, 8) and q.is_contiguous()  # q alone now: its own product
+
+
+def test_a_pre_hook_makes_the_layers_compute_alone() -> None:
+    block = _block(torch.float32, (8, 4, 4), n_in=8)
+    fuse_projections(block)
+    block.k_proj.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        block.q_proj(x)
+        assert torch.equal(block.k_proj(x), block.k_proj.product(x * 2))
+
+
+def test_siblings_whose_stacked_bits_differ_here_are_not_grouped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    block = _block(torch.float32, (8, 4, 4), n_in=8)
+    monkeypatch.setattr(fused, "packed_product",
+                        lambda x, packed, bias: packed_product(x, packed, bias) + 1e-6)
+    assert fuse_projections(block) == 0 and block.q_proj not in GROUPS
+
+
+def test_half_precision_layers_that_cannot_pack_are_not_grouped() -> None:
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2)).to(torch.float16).eval()
+    make_batch_invariant(model)  # fp16 linears become two-row layers, never packed
+    assert fuse_projections(model) == 0
 
 
 def test_a_released_model_leaves_its_groups() -> None:
@@ -170,7 +233,22 @@ def test_a_released_model_leaves_its_groups() -> None:
     with torch.no_grad():
         model(torch.randint(0, 96, (2, 5)))
     layer = weakref.ref(model.model.layers[0].self_attn.q_proj)
+    gc.collect()
     before = len(GROUPS)
     del model
     gc.collect()
     assert layer() is None and len(GROUPS) == before - 10  # 5 fused layers a block
+
+
+@pytest.mark.skipif(not can_pack(torch.zeros(2, 2, dtype=torch.bfloat16)),
+                    reason="no oneDNN bf16 kernels")
+def test_a_model_moved_to_another_dtype_repacks() -> None:
+    block = _block(torch.float32, (8, 4, 4), n_in=8)
+    fuse_projections(block)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        block.q_proj(x)
+        block.to(torch.bfloat16)  # .to() keeps each parameter and its version counter
+        got = [layer(x.bfloat16()) for layer in block.children()]
+        assert all(torch.equal(g, layer.product(x.bfloat16()))
+                   for g, layer in zip(got, block.children(), strict=True))

@@ -91,6 +91,25 @@ def _whole_vocabulary_draw(logits: torch.Tensor, temperature: float, top_p: floa
     return int(torch.searchsorted(cdf, torch.tensor([u]) * cdf[-1], side="right")[0])
 
 
+def test_a_tie_running_past_a_tier_sends_the_row_to_the_next_tier() -> None:
+    probs = torch.full((1, 1000), 1e-6)
+    probs[0, 500] = 0.5
+    probs[0, 100:200] = 0.004  # 100 tokens tied at the edge, past the first tier's 64
+    probs /= probs.sum()
+    kept = nucleus(probs, torch.tensor([0.6]))
+    assert int((kept > 0).sum()) == 101  # the top token and every tied one
+    gen = [torch.Generator().manual_seed(s) for s in range(200)]
+    draws = {sample_tokens(probs.log(), temperatures=[1.0], top_ps=[0.6], generators=[g])[0]
+             for g in gen}
+    assert draws <= set(kept[0].nonzero().squeeze(1).tolist()) and len(draws) > 20
+
+
+def test_a_top_p_of_nan_draws_from_every_token() -> None:
+    probs = torch.tensor([[0.0, 1.0, 0.0]])
+    assert sample_tokens(probs.log(), temperatures=[1.0], top_ps=[float("nan")],
+                         generators=[torch.Generator().manual_seed(0)]) == [1]
+
+
 def test_tokens_tied_at_the_edge_of_the_nucleus_are_all_kept() -> None:
     probs = torch.tensor([[0.4, 0.1, 0.2, 0.1, 0.1, 0.1]])
     kept = nucleus(probs, torch.tensor([0.65]))  # 0.4 + 0.2 + one 0.1 reach it: all 0.1s stay

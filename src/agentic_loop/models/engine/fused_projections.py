@@ -11,8 +11,10 @@ only: 223 -> 177, 109 -> 65, 511 -> 476, 171 -> 147 us).
 
 What it changes in the numbers: nothing. oneDNN's output columns of the stacked product
 were bit-identical to the separate products' at every row count tried (1 to 200), in
-fp32 and bf16, with AVX-512 and with AVX2 alone; ``tests/unit/test_fused_projections.py``
-pins it.
+fp32 and bf16, with AVX-512 and with AVX2 alone (``tests/unit/test_fused_projections.py``).
+Since oneDNN picks its kernels by shape and thread count, each group is also checked
+once where it is made (:meth:`ProjectionGroup.agrees`); a group that would change a bit
+on this machine is not made, and its layers compute alone.
 
 How, without rewriting any model's attention or MLP code: the layers stay where they
 are, with their weights, hooks and ``state_dict``. :func:`fuse_projections` puts each
@@ -21,10 +23,12 @@ set of siblings in a :class:`ProjectionGroup` (registered in
 (the query, the gate) is called, the group computes the stacked product once and keeps
 the other layers' columns for that same input tensor; the next layers called with
 *that* tensor take their columns, and anything else (another input, a call that needs
-gradients, autocast, another dtype, a model whose code calls them in another order)
-computes alone, as before. The stacked weight is packed once and repacked when a
-member's weight or bias changes (see :mod:`.packed_linear`); the layers' own packed
-copies are then never made, so the weights take no more memory than before.
+gradients, autocast, another dtype, a layer with a forward pre-hook, which may change its
+input or weight) computes alone, as before. A group whose other columns go unused
+(:data:`UNSHARED_LIMIT` times: cross-attention, a model calling its layers in another
+order) stops stacking. The stacked weight is packed once and repacked when a member's
+weight or bias changes (see :func:`~.packed_linear.stamp`); the layers' own packed copies
+are dropped, so the weights take no more memory than before.
 
     >>> from agentic_loop.models.engine.packed_linear import pack_linears
     >>> _ = torch.manual_seed(0)
@@ -52,11 +56,20 @@ import torch
 from agentic_loop.models.engine.packed_linear import (
     GROUPS,
     PackedLinear,
+    Stamp,
+    can_pack,
+    forget_packed,
     lone_row_as_two,
     packed_product,
+    same_stamp,
+    stamp,
 )
 
 __all__ = ["SIBLINGS", "ProjectionGroup", "fuse_projections"]
+
+#: After this many stacked products whose other columns no layer took (siblings fed other
+#: inputs: cross-attention, or a model calling them in another order), a group stops.
+UNSHARED_LIMIT = 3
 
 #: Attribute names of projections that read one input, first the one models call first
 #: (transformers' Llama, Mistral, Qwen2/3, Gemma and SmolLM blocks name them so).
@@ -70,28 +83,23 @@ class ProjectionGroup:
     def __init__(self, layers: Sequence[PackedLinear]) -> None:
         self._layers = [weakref.ref(layer) for layer in layers]
         self._sizes = [layer.out_features for layer in layers]
-        self._local = threading.local()  # per thread: (input, its version, columns left)
-        self._source: list[tuple[weakref.ref[torch.Tensor], int]] = []
+        self._local = threading.local()  # per thread: (the input's stamp, columns left)
+        self._source: list[Stamp] = []
         self._packed: torch.Tensor | None = None
         self._bias: torch.Tensor | None = None
         self._lock = threading.Lock()
+        self._unshared = 0
 
     def take(self, layer: PackedLinear, x: torch.Tensor) -> torch.Tensor | None:
         """``layer``'s output for ``x``: the first layer computes every layer's columns, the
         others take theirs for the same tensor; None where the layer must compute alone."""
         layers = [ref() for ref in self._layers]
         if layers[0] is layer:
-            self._local.pending = None
-            if not all(m is not None and m.packs_for(x) for m in layers):
-                return None
-            columns = list(self._product([m for m in layers if m is not None], x)
-                           .split(self._sizes, dim=-1))
-            self._local.pending = (x, _version(x), columns)
-            return columns[0]
+            return self._lead(layers, x)
         pending = getattr(self._local, "pending", None)
-        if pending is None or pending[0] is not x or pending[1] != _version(x):
+        if pending is None or not same_stamp(pending[0], x):
             return None
-        columns = pending[2]
+        columns = pending[1]
         for i, member in enumerate(layers):
             if member is layer and columns[i] is not None:
                 out, columns[i] = columns[i], None
@@ -99,6 +107,43 @@ class ProjectionGroup:
                     self._local.pending = None  # every layer served: let the input go
                 return out
         return None
+
+    def agrees(self) -> bool:
+        """Whether the stacked product gives each layer's own bits on this machine (checked
+        once, on 2 and 33 random rows: oneDNN picks its kernels by shape and threads)."""
+        layers = [ref() for ref in self._layers]
+        members = [m for m in layers if m is not None]
+        if len(members) < len(layers):
+            return False
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for rows in (2, 33):
+                x = torch.randn(rows, members[0].in_features, generator=generator)
+                x = x.to(members[0].weight.dtype)
+                stacked = self._product(members, x).split(self._sizes, dim=-1)
+                if not all(torch.equal(s, m.product(x))
+                           for s, m in zip(stacked, members, strict=True)):
+                    return False
+        return True
+
+    def _lead(self, layers: list[PackedLinear | None], x: torch.Tensor) -> torch.Tensor | None:
+        """The first layer's call: every layer's columns, or None (each computes alone)."""
+        pending = getattr(self._local, "pending", None)
+        self._local.pending = None
+        if pending is not None and any(c is not None for c in pending[1][1:]):
+            self._unshared += 1  # the last product's other columns went unused
+        members = [m for m in layers if m is not None]
+        if len(members) < len(layers) or self._unshared >= UNSHARED_LIMIT:
+            return None
+        if not can_pack(members[0].weight):  # moved off the CPU or to another dtype
+            self.forget()
+            return None
+        if not all(m.packs_for(x) and not m._forward_pre_hooks for m in members) \
+                or _global_pre_hooks():  # a hook may change a layer's input or weight
+            return None
+        columns = list(self._product(members, x).split(self._sizes, dim=-1))
+        self._local.pending = (stamp(x), columns)
+        return columns[0]
 
     def forget(self) -> None:
         """Drop the stacked packed weight (rebuilt at its next use)."""
@@ -113,11 +158,9 @@ class ProjectionGroup:
 
     def _stacked(self, layers: list[PackedLinear]) -> tuple[torch.Tensor, torch.Tensor | None]:
         tensors = [t for m in layers for t in (m.weight, m.bias) if t is not None]
-        source = [(weakref.ref(t), _version(t)) for t in tensors]
         with self._lock:
-            fresh = self._packed is not None and len(source) == len(self._source) and all(
-                old() is t and v == w for (old, w), t, (_, v) in
-                zip(self._source, tensors, source, strict=True))
+            fresh = self._packed is not None and len(tensors) == len(self._source) and all(
+                same_stamp(old, t) for old, t in zip(self._source, tensors, strict=True))
             if not fresh:
                 with torch.no_grad():
                     weight = torch.cat([m.weight.detach() for m in layers])
@@ -125,36 +168,49 @@ class ProjectionGroup:
                     biases = [m.bias for m in layers]
                     self._bias = (None if biases[0] is None else
                                   torch.cat([b.detach() for b in biases if b is not None]))
-                self._source = source
+                self._source = [stamp(t) for t in tensors]
             assert self._packed is not None
             return self._packed, self._bias
 
 
-def _version(t: torch.Tensor) -> int:
-    """``t``'s version counter; -1 for an inference tensor, which keeps none."""
-    return -1 if t.is_inference() else t._version
+def _global_pre_hooks() -> bool:
+    """Whether forward pre-hooks registered for every module are active."""
+    return bool(getattr(torch.nn.modules.module, "_global_forward_pre_hooks", None))
 
 
 def fuse_projections(model: Any) -> int:
     """Group every set of :data:`SIBLINGS` in ``model`` that can share one product; return
     how many groups. Siblings qualify when all are :class:`PackedLinear` of one class,
-    dtype and input width, with a bias on all or none. Idempotent."""
+    dtype and input width whose weights can be packed, with a bias on all or none, and
+    when the stacked product gives each layer's own bits here (:meth:`ProjectionGroup.agrees`).
+    Idempotent."""
     count = 0
     for module in model.modules():
         for names in SIBLINGS:
-            layers = [getattr(module, name, None) for name in names]
-            if not all(isinstance(layer, PackedLinear) for layer in layers):
-                continue
-            members: list[PackedLinear] = layers  # type: ignore[assignment]
-            first = members[0]
-            if any(layer in GROUPS for layer in members) or not all(
-                    type(m) is type(first) and m.weight.dtype == first.weight.dtype
-                    and m.in_features == first.in_features
-                    and (m.bias is None) == (first.bias is None) for m in members):
+            members = _siblings(module, names)
+            if members is None:
                 continue
             group = ProjectionGroup(members)
+            if not group.agrees():
+                continue
             for layer in members:
+                forget_packed(layer)  # its own packed copy: the stacked one serves it now
                 GROUPS[layer] = group
             count += 1
     return count
 
+
+def _siblings(module: Any, names: tuple[str, ...]) -> list[PackedLinear] | None:
+    """``module``'s layers called ``names`` when they qualify (see :func:`fuse_projections`)."""
+    layers = [getattr(module, name, None) for name in names]
+    if not all(isinstance(layer, PackedLinear) for layer in layers):
+        return None
+    members: list[PackedLinear] = layers  # type: ignore[assignment]
+    first = members[0]
+    if any(layer in GROUPS for layer in members) or not can_pack(first.weight):
+        return None
+    if not all(type(m) is type(first) and m.weight.dtype == first.weight.dtype
+               and m.in_features == first.in_features
+               and (m.bias is None) == (first.bias is None) for m in members):
+        return None
+    return members

@@ -51,17 +51,36 @@ from typing import Any, Protocol
 
 import torch
 
-__all__ = ["GROUPS", "PackedLinear", "SharedProduct", "can_pack", "forget_packed",
-           "lone_row_as_two", "pack_linears", "packed_product"]
+__all__ = ["GROUPS", "PackedLinear", "SharedProduct", "Stamp", "can_pack", "forget_packed",
+           "lone_row_as_two", "pack_linears", "packed_product", "same_stamp", "stamp"]
 
-#: Each layer's packed weight, the weight it was packed from and that weight's version.
-#: Kept outside the module so ``copy.deepcopy``/pickling of a model never meets an opaque
-#: oneDNN tensor.
-_PACKED: weakref.WeakKeyDictionary[
-    torch.nn.Module, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = \
-    weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 _DTYPES = (torch.bfloat16, torch.float32)
+
+#: What a packed copy was made from: the tensor (weakly), its version, dtype and storage.
+Stamp = tuple[weakref.ref[torch.Tensor], int, torch.dtype, int]
+
+
+def stamp(t: torch.Tensor) -> Stamp:
+    """What tells a packed copy of ``t`` from a stale one: the tensor itself (a new one
+    after ``load_state_dict`` by assignment), its version counter (in-place writes through
+    autograd's view; an inference tensor keeps none), and its dtype and storage (``.to()``
+    swaps a parameter's data and keeps both its identity and its version)."""
+    version = -1 if t.is_inference() else t._version
+    return weakref.ref(t), version, t.dtype, t.data_ptr()
+
+
+def same_stamp(old: Stamp, t: torch.Tensor) -> bool:
+    """Whether ``t`` is still what ``old`` was taken from (see :func:`stamp`)."""
+    now = stamp(t)
+    return old[0]() is t and old[1:] == now[1:]
+
+
+#: Each layer's packed weight and the stamp (:func:`stamp`) of the weight it was packed from.
+#: Kept outside the module so ``copy.deepcopy``/pickling of a model never meets an opaque
+#: oneDNN tensor.
+_PACKED: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Stamp, torch.Tensor]] = \
+    weakref.WeakKeyDictionary()
 
 
 class SharedProduct(Protocol):
@@ -158,14 +177,12 @@ class PackedLinear(torch.nn.Linear):
 
     def _packed(self) -> torch.Tensor:
         weight = self.weight
-        # an inference tensor (made under inference_mode) keeps no version counter
-        version = -1 if weight.is_inference() else weight._version
         cached = _PACKED.get(self)
-        if cached is not None and cached[0]() is weight and cached[1] == version:
-            return cached[2]
+        if cached is not None and same_stamp(cached[0], weight):
+            return cached[1]
         with _LOCK, torch.no_grad():
             packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
-            _PACKED[self] = (weakref.ref(weight), version, packed)
+            _PACKED[self] = (stamp(weight), packed)
         return packed
 
 

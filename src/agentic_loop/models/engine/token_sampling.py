@@ -78,6 +78,7 @@ def nucleus(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     and every other token exactly as likely as the least likely of them: ties at the
     edge are common (the embedded model's first tokens at temperature 1.0 had 37-73
     tokens of the edge's very probability), and no sort order should choose among them.
+    So the nucleus may hold more than ``top_p`` of the mass, by those ties' share.
 
     >>> nucleus(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]), torch.tensor([0.6, 1.0])).tolist()
     [[0.5, 0.30000001192092896, 0.0], [0.5, 0.30000001192092896, 0.20000000298023224]]
@@ -120,11 +121,15 @@ def _draw(probs: torch.Tensor, top_p: torch.Tensor, u: torch.Tensor) -> torch.Te
     """One token per row of ``probs`` from its top-p nucleus, at its uniform number ``u``:
     among the row's candidates in vocabulary order (see the module doc)."""
     picks = torch.empty(probs.shape[0], dtype=torch.long)
+    vocab = probs.shape[1]
     for rows, order, kept in _nuclei(probs, top_p):
+        if order.shape[1] == vocab:  # a full sort's tier: back in place, no second sort
+            picks[rows] = _inverse_cdf(torch.zeros_like(kept).scatter_(1, order, kept), u[rows])
+            continue
         index, where = order.sort(dim=-1)  # vocabulary order: the full running sum's order
         pick = _inverse_cdf(kept.gather(1, where), u[rows])
         picks[rows] = index.gather(1, pick.unsqueeze(1)).squeeze(1)
-    whole = (top_p >= 1.0).nonzero().squeeze(1)
+    whole = (~(top_p < 1.0)).nonzero().squeeze(1)  # top-p of 1 (or NaN): every token
     if whole.numel():
         picks[whole] = _inverse_cdf(probs[whole], u[whole])
     return picks
@@ -142,8 +147,10 @@ def _uniforms(generators: Sequence[torch.Generator | None]) -> torch.Tensor:
 def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Per row, the token whose cumulative-probability interval holds ``u`` of the row's mass.
 
-    ``side="right"`` makes a token of probability 0 impossible to pick, even for ``u = 0``;
-    where ``u`` times the mass rounds up to the mass itself, the last token with mass is.
+    ``side="right"`` makes a token of probability 0 impossible to pick, even for ``u = 0``.
+    Should ``u`` times the mass ever round up to the mass itself (float32's largest ``u``
+    is 1 - 2**-24, so it should not), the pick is the first position whose running sum
+    holds the whole mass, not the vocabulary's last token.
     """
     cdf = probs.cumsum(dim=-1)
     total = cdf[:, -1:].contiguous()
