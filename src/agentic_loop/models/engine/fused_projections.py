@@ -94,7 +94,9 @@ class ProjectionGroup:
     def take(self, layer: PackedLinear, x: torch.Tensor) -> torch.Tensor | None:
         """``layer``'s output for ``x``: the first layer computes every layer's columns, the
         others take theirs for the same tensor; None where the layer must compute alone."""
-        layers = [ref() for ref in self._layers]
+        layers = self._alive()
+        if layers is None:
+            return None
         if layers[0] is layer:
             return self._lead(layers, x)
         pending = getattr(self._local, "pending", None)
@@ -112,9 +114,8 @@ class ProjectionGroup:
     def agrees(self) -> bool:
         """Whether the stacked product gives each layer's own bits on this machine (checked
         once, on 2 and 33 random rows: oneDNN picks its kernels by shape and threads)."""
-        layers = [ref() for ref in self._layers]
-        members = [m for m in layers if m is not None]
-        if len(members) < len(layers):
+        members = self._alive()
+        if members is None:
             return False
         generator = torch.Generator().manual_seed(0)
         with torch.no_grad():
@@ -127,14 +128,18 @@ class ProjectionGroup:
                     return False
         return True
 
-    def _lead(self, layers: list[PackedLinear | None], x: torch.Tensor) -> torch.Tensor | None:
+    def _alive(self) -> list[PackedLinear] | None:
+        """The group's layers, or None once one of them is gone."""
+        alive = [layer for layer in (ref() for ref in self._layers) if layer is not None]
+        return alive if len(alive) == len(self._layers) else None
+
+    def _lead(self, members: list[PackedLinear], x: torch.Tensor) -> torch.Tensor | None:
         """The first layer's call: every layer's columns, or None (each computes alone)."""
         pending = getattr(self._local, "pending", None)
         self._local.pending = None
         if pending is not None and any(c is not None for c in pending[1][1:]):
             self._unshared += 1  # the last product's other columns went unused
-        members = [m for m in layers if m is not None]
-        if len(members) < len(layers) or self._unshared >= UNSHARED_LIMIT:
+        if self._unshared >= UNSHARED_LIMIT:
             return None
         if not can_pack(members[0].weight):  # moved off the CPU or to another dtype
             self.forget()

@@ -66,14 +66,17 @@ def stamp(t: torch.Tensor) -> Stamp:
     after ``load_state_dict`` by assignment), its version counter (in-place writes through
     autograd's view; an inference tensor keeps none), and its dtype and storage (``.to()``
     swaps a parameter's data and keeps both its identity and its version)."""
-    version = -1 if t.is_inference() else t._version
-    return weakref.ref(t), version, t.dtype, t.data_ptr()
+    return (weakref.ref(t), *_marks(t))
 
 
 def same_stamp(old: Stamp, t: torch.Tensor) -> bool:
     """Whether ``t`` is still what ``old`` was taken from (see :func:`stamp`)."""
-    now = stamp(t)
-    return old[0]() is t and old[1:] == now[1:]
+    return old[0]() is t and old[1:] == _marks(t)
+
+
+def _marks(t: torch.Tensor) -> tuple[int, torch.dtype, int]:
+    """``t``'s version (-1 for an inference tensor, which keeps none), dtype and storage."""
+    return -1 if t.is_inference() else t._version, t.dtype, t.data_ptr()
 
 
 #: Each layer's packed weight and the stamp (:func:`stamp`) of the weight it was packed from.
